@@ -1,0 +1,68 @@
+# lmcache-aerospike: the C engine, its tests and benchmarks.
+#
+#   make            build the engine (build/liblmca.a), C tests and benchmarks
+#   make test       run every test (C tests plain and under ASan/UBSan, pytest)
+#   make SAN=asan   build under build/asan with AddressSanitizer + UBSan
+#   make bench      run the engine-vs-libaerospike benchmark on the test server
+#
+# libaerospike comes from scripts/deps.sh (see README "Dependencies").
+
+.DEFAULT_GOAL := all
+SAN ?=
+BUILD ?= build$(if $(SAN),/$(SAN))
+CC ?= cc
+WERROR ?= $(if $(CI),-Werror)
+CFLAGS ?= -O2 -g
+WARN := -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wshadow $(WERROR)
+SANFLAGS_asan := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+SANFLAGS_tsan := -fsanitize=thread
+SANFLAGS := $(SANFLAGS_$(SAN))
+
+DEPS_MK := .deps/aerospike.mk
+-include $(DEPS_MK)
+$(DEPS_MK): scripts/deps.sh
+	scripts/deps.sh
+
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(WARN) $(CFLAGS) $(SANFLAGS) -Iinclude -Isrc/engine
+# libaerospike's headers are not -Wextra clean (system headers silence that)
+# and use GNU `asm`, which strict C11 spells __asm__.
+AS_INC := $(patsubst -I%,-isystem %,$(AS_CFLAGS)) -Dasm=__asm__
+
+ENGINE_SRC := $(wildcard src/engine/*.c)
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC := $(wildcard tests/c/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/c/%.c=$(BUILD)/tests/%)
+TEST_LIB := $(BUILD)/tests/harness.o
+BENCH_SRC := $(wildcard bench/*.c)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all test bench clean
+all: $(BUILD)/liblmca.a $(TEST_BIN) $(BENCH_BIN)
+
+$(BUILD)/%.o: %.c $(DEPS_MK) $(wildcard include/*.h src/engine/*.h tests/c/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(AS_INC) -c $< -o $@
+
+$(BUILD)/liblmca.a: $(ENGINE_OBJ)
+	ar rcs $@ $^
+
+$(BUILD)/tests/harness.o: tests/c/harness.c tests/c/harness.h $(DEPS_MK)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(AS_INC) -Itests/c -c $< -o $@
+
+$(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(TEST_LIB) $(BUILD)/liblmca.a
+	$(CC) $(ALL_CFLAGS) $^ $(AS_LIBS) -o $@
+
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/liblmca.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $^ $(AS_LIBS) -o $@
+
+test:
+	scripts/test.sh
+
+bench: all
+	scripts/bench.sh
+
+clean:
+	rm -rf build
+.SECONDARY:

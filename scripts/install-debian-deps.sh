@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian packages a group of tasks needs, only when one is missing.
+#   build: what libaerospike and the engine compile against
+#   test:  what the test runs use besides those
+set -euo pipefail
+case "${1:-build}" in
+build) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config" ;;
+test) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config valgrind" ;;
+*) echo "usage: $0 build|test" >&2; exit 2 ;;
+esac
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+    echo "missing Debian packages:$missing (run as root or install them)" >&2
+    exit 1
+fi
+echo "installing Debian packages:$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >&2
+apt-get install -y -qq $missing >&2

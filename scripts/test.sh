@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Runs every test and closes with one summary line:
+#   - the C tests (tests/c), built plainly and under ASan+UBSan;
+#   - pytest (tests/), when pytest is installed (scripts/bootstrap.sh installs it).
+# The C tests talk to AEROSPIKE_TEST_HOSTS when it is set (a real server set up as
+# tests/aerospike-test.conf says); otherwise to the protocol test server
+# (tests/server), started here on a free loopback port.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+
+make -s all || exit 1
+make -s SAN=asan all || exit 1
+
+tmp=$(mktemp -d)
+fixture_pid=
+cleanup() {
+    [ -n "$fixture_pid" ] && kill "$fixture_pid" 2>/dev/null && wait "$fixture_pid" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+if [ -z "${AEROSPIKE_TEST_HOSTS:-}" ]; then
+    python3 -m tests.server --port 0 --port-file "$tmp/port" >"$tmp/server.log" 2>&1 &
+    fixture_pid=$!
+    for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
+    if [ ! -s "$tmp/port" ]; then
+        echo "test server did not start:" >&2
+        cat "$tmp/server.log" >&2
+        exit 1
+    fi
+    export AEROSPIKE_TEST_HOSTS="127.0.0.1:$(cat "$tmp/port")"
+    echo "test server on $AEROSPIKE_TEST_HOSTS"
+else
+    echo "real server on $AEROSPIKE_TEST_HOSTS"
+fi
+
+passed=0 failed=0 skipped=0
+tally() { # adds "N passed, N failed[, N skipped]" from the last such line of $1
+    local line
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -1)
+    if [ -z "$line" ]; then
+        echo "no summary from $2" >&2
+        failed=$((failed + 1))
+        return
+    fi
+    set -- $(echo "$line" | grep -oE '[0-9]+')
+    passed=$((passed + $1)) failed=$((failed + $2)) skipped=$((skipped + ${3:-0}))
+}
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+for build in build build/asan; do
+    for t in "$build"/tests/test_*; do
+        echo "== $t"
+        "$t" 2>&1 | tee "$tmp/out"
+        tally "$tmp/out" "$t"
+    done
+done
+
+if python3 -c 'import pytest' 2>/dev/null; then
+    echo "== pytest"
+    python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$tmp/out"
+    line=$(tail -1 "$tmp/out")
+    count() { echo "$line" | grep -oE "[0-9]+ ($1)" | awk '{s += $1} END {print s + 0}'; }
+    passed=$((passed + $(count passed)))
+    failed=$((failed + $(count 'failed|errors?')))
+    skipped=$((skipped + $(count skipped)))
+    [ "$(count passed)" -gt 0 ] || failed=$((failed + 1)) # pytest ran nothing
+else
+    echo "pytest is not installed: run scripts/bootstrap.sh" >&2
+    failed=$((failed + 1))
+fi
+
+echo "total: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,569 @@
+/*
+ * wire.c - libaerospike behind the narrow interface of wire.h.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <aerospike/aerospike.h>
+#include <aerospike/aerospike_batch.h>
+#include <aerospike/aerospike_info.h>
+#include <aerospike/aerospike_key.h>
+#include <aerospike/aerospike_scan.h>
+#include <aerospike/as_boolean.h>
+#include <aerospike/as_record_iterator.h>
+
+#include "wire.h"
+
+struct lmca__wire {
+    aerospike as;
+    char ns[32];
+    char set[64];
+    bool connected;
+    as_policy_read read;
+    as_policy_write write;
+    as_policy_remove remove;
+    as_policy_operate operate;
+    as_policy_batch batch;
+    as_policy_batch batch_write_parent;
+    as_policy_batch_write batch_write;
+    as_policy_scan scan;
+    as_policy_info info;
+};
+
+/* ---------------------------------------------------------------------------
+ * Errors: every as_status becomes an lmca status here and nowhere else.
+ */
+
+static int
+status_of(as_status code)
+{
+    switch (code) {
+    case AEROSPIKE_OK:
+        return LMCA_OK;
+    case AEROSPIKE_ERR_RECORD_NOT_FOUND:
+        return LMCA_MISS;
+    case AEROSPIKE_ERR_RECORD_TOO_BIG:
+        return LMCA_ETOO_BIG;
+    case AEROSPIKE_ERR_TIMEOUT:
+        return LMCA_ETIMEOUT;
+    case AEROSPIKE_ERR_CONNECTION:
+    case AEROSPIKE_ERR_TLS_ERROR:
+    case AEROSPIKE_ERR_INVALID_NODE:
+    case AEROSPIKE_ERR_INVALID_HOST:
+    case AEROSPIKE_ERR_CLUSTER:
+    case AEROSPIKE_ERR_CLUSTER_CHANGE:
+    case AEROSPIKE_MAX_ERROR_RATE:
+    case AEROSPIKE_NO_RESPONSE:
+        return LMCA_ECONNECTION;
+    case AEROSPIKE_ERR_RECORD_BUSY:
+    case AEROSPIKE_ERR_DEVICE_OVERLOAD:
+    case AEROSPIKE_ERR_SERVER_FULL:
+    case AEROSPIKE_ERR_NO_MORE_CONNECTIONS:
+    case AEROSPIKE_ERR_BATCH_QUEUES_FULL:
+    case AEROSPIKE_ERR_BATCH_MAX_REQUESTS_EXCEEDED:
+        return LMCA_EBUSY;
+    case AEROSPIKE_ERR_FAIL_FORBIDDEN:
+        /* On our writes, 22 means a TTL with nsup-period 0 (spec 2.2). */
+        return LMCA_ETTL;
+    case AEROSPIKE_ERR_NAMESPACE_NOT_FOUND:
+        return LMCA_ENAMESPACE;
+    case AEROSPIKE_ERR_PARAM:
+    case AEROSPIKE_ERR_RECORD_KEY_MISMATCH:
+        return LMCA_EINTERNAL;
+    default:
+        return LMCA_EUNKNOWN;
+    }
+}
+
+static const char *
+advice(int status)
+{
+    switch (status) {
+    case LMCA_ETOO_BIG:
+        return "; lower target_segment_bytes / max_segment_bytes, or raise the namespace's "
+               "max-record-size";
+    case LMCA_ETTL:
+        return "; set nsup-period > 0 on the namespace, or default_ttl_seconds to -1 or 0";
+    case LMCA_EBUSY:
+        return "; retry with backoff";
+    default:
+        return "";
+    }
+}
+
+static int
+fail_code(lmca_err_t *err, as_status code, const char *message, const char *what,
+          const char *key)
+{
+    int status = status_of(code);
+    if (status == LMCA_OK || status == LMCA_MISS)
+        return status;
+    return lmca__fail(err, status, code, "%s %s: %s (aerospike %d)%s", what, key ? key : "",
+                      message && *message ? message : lmca_strerror(status), (int)code,
+                      advice(status));
+}
+
+static int
+fail(lmca_err_t *err, const as_error *e, const char *what, const char *key)
+{
+    return fail_code(err, e->code, e->message, what, key);
+}
+
+/* ---------------------------------------------------------------------------
+ * Open and close.
+ */
+
+static void
+init_policies(lmca__wire *w, const lmca_config_t *cfg)
+{
+    static const as_policy_replica replicas[] = {AS_POLICY_REPLICA_SEQUENCE, AS_POLICY_REPLICA_MASTER,
+                                                 AS_POLICY_REPLICA_ANY,
+                                                 AS_POLICY_REPLICA_PREFER_RACK};
+    as_policy_commit_level commit =
+        cfg->commit_level == LMCA_COMMIT_MASTER ? AS_POLICY_COMMIT_LEVEL_MASTER
+                                                : AS_POLICY_COMMIT_LEVEL_ALL;
+    as_policy_key key = cfg->send_key ? AS_POLICY_KEY_SEND : AS_POLICY_KEY_DIGEST;
+
+    as_policy_read_init(&w->read);
+    w->read.base.total_timeout = cfg->read_timeout_ms;
+    w->read.replica = replicas[cfg->replica];
+    as_policy_write_init(&w->write);
+    w->write.base.total_timeout = cfg->write_timeout_ms;
+    w->write.commit_level = commit;
+    w->write.key = key;
+    w->write.exists = AS_POLICY_EXISTS_CREATE_OR_REPLACE; /* a put replaces all bins */
+    as_policy_remove_init(&w->remove);
+    w->remove.base.total_timeout = cfg->write_timeout_ms;
+    w->remove.commit_level = commit;
+    as_policy_operate_init(&w->operate);
+    w->operate.base.total_timeout = cfg->write_timeout_ms;
+    w->operate.commit_level = commit;
+    as_policy_batch_init(&w->batch);
+    w->batch.base.total_timeout = cfg->read_timeout_ms;
+    w->batch.replica = replicas[cfg->replica];
+    as_policy_batch_parent_write_init(&w->batch_write_parent);
+    w->batch_write_parent.base.total_timeout = cfg->write_timeout_ms;
+    as_policy_batch_write_init(&w->batch_write);
+    w->batch_write.commit_level = commit;
+    w->batch_write.key = key;
+    w->batch_write.exists = AS_POLICY_EXISTS_CREATE_OR_REPLACE;
+    as_policy_scan_init(&w->scan);
+    as_policy_info_init(&w->info);
+    w->info.timeout = cfg->read_timeout_ms;
+}
+
+int
+lmca__wire_open(const lmca_config_t *cfg, lmca__wire **out, lmca_err_t *err)
+{
+    as_config ac;
+    as_error e;
+    lmca__wire *w = calloc(1, sizeof *w);
+
+    if (w == NULL)
+        return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory opening a handle");
+    snprintf(w->ns, sizeof w->ns, "%s", cfg->namespace_);
+    snprintf(w->set, sizeof w->set, "%s", cfg->set);
+    init_policies(w, cfg);
+    as_config_init(&ac);
+    if (!as_config_add_hosts(&ac, cfg->hosts, 3000)) {
+        free(w);
+        return lmca__fail(err, LMCA_ECONFIG, 0, "config hosts=\"%s\": not a host[:port],... list",
+                          cfg->hosts);
+    }
+    ac.conn_timeout_ms = cfg->connect_timeout_ms;
+    ac.max_conns_per_node = cfg->max_conns_per_node;
+    if (cfg->username && *cfg->username)
+        as_config_set_user(&ac, cfg->username, cfg->password ? cfg->password : "");
+    if (cfg->tls_name && *cfg->tls_name)
+        ac.tls.enable = true;
+    aerospike_init(&w->as, &ac);
+    if (aerospike_connect(&w->as, &e) != AEROSPIKE_OK) {
+        int rc = lmca__fail(err, LMCA_ECONNECTION, e.code,
+                            "cannot connect to hosts \"%s\": %s (aerospike %d)", cfg->hosts,
+                            e.message, (int)e.code);
+        aerospike_destroy(&w->as);
+        free(w);
+        return rc;
+    }
+    w->connected = true;
+    *out = w;
+    return LMCA_OK;
+}
+
+void
+lmca__wire_close(lmca__wire *w)
+{
+    as_error e;
+    if (w == NULL)
+        return;
+    if (w->connected)
+        aerospike_close(&w->as, &e);
+    aerospike_destroy(&w->as);
+    free(w);
+}
+
+int
+lmca__wire_info(lmca__wire *w, const char *req, char **answer, lmca_err_t *err)
+{
+    as_error e;
+    *answer = NULL;
+    if (aerospike_info_any(&w->as, &e, &w->info, req, answer) != AEROSPIKE_OK) {
+        int status = status_of(e.code);
+        if (status == LMCA_OK || status == LMCA_MISS || status == LMCA_EUNKNOWN)
+            status = LMCA_ENAMESPACE;
+        return lmca__fail(err, status, e.code, "info \"%s\": %s (aerospike %d)", req, e.message,
+                          (int)e.code);
+    }
+    return LMCA_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Records.
+ */
+
+static void
+set_bins(as_record *rec, const lmca__bin *bins, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        const lmca__bin *b = &bins[i];
+        if (b->type == LMCA__INT)
+            as_record_set_int64(rec, b->name, b->i);
+        else if (b->type == LMCA__STR)
+            as_record_set_strp(rec, b->name, (char *)b->p, false);
+        else /* wrapped, not copied: the caller's buffer outlives the call */
+            as_record_set_rawp(rec, b->name, (const uint8_t *)b->p, (uint32_t)b->len, false);
+    }
+}
+
+static void
+add_ops(as_operations *ops, const lmca__bin *bins, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        const lmca__bin *b = &bins[i];
+        if (b->type == LMCA__INT)
+            as_operations_add_write_int64(ops, b->name, b->i);
+        else if (b->type == LMCA__STR)
+            as_operations_add_write_strp(ops, b->name, (const char *)b->p, false);
+        else
+            as_operations_add_write_rawp(ops, b->name, (const uint8_t *)b->p, (uint32_t)b->len,
+                                         false);
+    }
+}
+
+int
+lmca__wire_write(lmca__wire *w, const char *key, const lmca__bin *bins, unsigned n, uint32_t ttl,
+                 lmca_err_t *err)
+{
+    as_key k;
+    as_record rec;
+    as_error e;
+    as_status rc;
+
+    as_key_init_str(&k, w->ns, w->set, key);
+    as_record_inita(&rec, (uint16_t)n);
+    set_bins(&rec, bins, n);
+    rec.ttl = ttl;
+    rc = aerospike_key_put(&w->as, &e, &w->write, &k, &rec);
+    as_record_destroy(&rec);
+    return rc == AEROSPIKE_OK ? LMCA_OK : fail(err, &e, "put", key);
+}
+
+/* Decodes one bin of a read record: payload to the sink, the rest to cb. */
+static void
+take_bin(const char *name, as_val *v, const char *payload, lmca__sink *sink, lmca__bin_cb cb,
+         void *udata)
+{
+    lmca__bin b = {.name = name};
+
+    switch (as_val_type(v)) {
+    case AS_INTEGER:
+        b.type = LMCA__INT;
+        b.i = as_integer_get((as_integer *)v);
+        break;
+    case AS_BOOLEAN:
+        b.type = LMCA__INT;
+        b.i = as_boolean_get((as_boolean *)v);
+        break;
+    case AS_STRING:
+        b.type = LMCA__STR;
+        b.p = as_string_get((as_string *)v);
+        b.len = as_string_len((as_string *)v);
+        break;
+    case AS_BYTES:
+        b.type = LMCA__BLOB;
+        b.p = as_bytes_get((as_bytes *)v);
+        b.len = as_bytes_size((as_bytes *)v);
+        break;
+    default:
+        return; /* bins of other types are not ours; ignore them */
+    }
+    if (payload != NULL && sink != NULL && strcmp(name, payload) == 0) {
+        sink->found = b.type == LMCA__BLOB;
+        sink->len = b.len;
+        if (sink->found && b.len <= sink->cap && b.len > 0)
+            memcpy(sink->dst, b.p, b.len); /* the one copy libaerospike's API leaves us */
+        return;
+    }
+    if (cb != NULL)
+        cb(udata, &b);
+}
+
+static void
+take_record(const as_record *rec, const char *payload, lmca__sink *sink, lmca__bin_cb cb,
+            void *udata)
+{
+    as_record_iterator it;
+    as_record_iterator_init(&it, rec);
+    while (as_record_iterator_has_next(&it)) {
+        as_bin *bin = as_record_iterator_next(&it);
+        take_bin(as_bin_get_name(bin), (as_val *)as_bin_get_value(bin), payload, sink, cb, udata);
+    }
+    as_record_iterator_destroy(&it);
+}
+
+int
+lmca__wire_read(lmca__wire *w, const char *key, const char *const *names, const char *payload,
+                lmca__sink *sink, lmca__bin_cb cb, void *udata, lmca__recinfo *info,
+                lmca_err_t *err)
+{
+    as_key k;
+    as_error e;
+    as_record *rec = NULL;
+    as_status rc;
+
+    if (sink != NULL)
+        sink->found = false, sink->len = 0;
+    as_key_init_str(&k, w->ns, w->set, key);
+    rc = names ? aerospike_key_select(&w->as, &e, &w->read, &k, (const char **)names, &rec)
+               : aerospike_key_get(&w->as, &e, &w->read, &k, &rec);
+    if (rc != AEROSPIKE_OK)
+        return fail(err, &e, "get", key);
+    take_record(rec, payload, sink, cb, udata);
+    if (info != NULL)
+        info->ttl = rec->ttl;
+    as_record_destroy(rec);
+    return LMCA_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Batches. Rows are reserved in caller order, so row i answers keys[i].
+ */
+
+/* Maps a failed batch: the first row that is neither OK nor NOT_FOUND names it. */
+static int
+batch_fail(lmca_err_t *err, const as_error *e, as_batch_records *recs, const char *what)
+{
+    as_vector *list = &recs->list;
+    for (uint32_t i = 0; i < list->size; i++) {
+        as_batch_base_record *r = as_vector_get(list, i);
+        if (r->result != AEROSPIKE_OK && r->result != AEROSPIKE_ERR_RECORD_NOT_FOUND)
+            return fail_code(err, r->result, r->message ? r->message : e->message, what,
+                             (const char *)r->key.valuep->string.value);
+    }
+    return fail(err, e, what, "");
+}
+
+int
+lmca__wire_read_many(lmca__wire *w, const char *const *keys, size_t n, const char *payload,
+                     lmca__sink *sinks, lmca__bin_cb cb, int *results, lmca_err_t *err)
+{
+    as_batch_records recs;
+    as_error e;
+    int rc = LMCA_OK;
+
+    as_batch_records_init(&recs, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        as_batch_read_record *r = as_batch_read_reserve(&recs);
+        as_key_init_str(&r->key, w->ns, w->set, keys[i]);
+        r->read_all_bins = true;
+    }
+    if (aerospike_batch_read(&w->as, &e, &w->batch, &recs) != AEROSPIKE_OK &&
+        e.code != AEROSPIKE_BATCH_FAILED)
+        rc = fail(err, &e, "batch get", keys[0]);
+    for (size_t i = 0; rc == LMCA_OK && i < n; i++) {
+        as_batch_read_record *r = as_vector_get(&recs.list, (uint32_t)i);
+        sinks[i].found = false;
+        sinks[i].len = 0;
+        results[i] = fail_code(err, r->result, r->message, "batch get", keys[i]);
+        if (results[i] == LMCA_OK)
+            take_record(&r->record, payload, &sinks[i], cb, sinks[i].udata);
+        else if (results[i] != LMCA_MISS)
+            rc = results[i];
+    }
+    as_batch_records_destroy(&recs);
+    return rc;
+}
+
+int
+lmca__wire_exists_many(lmca__wire *w, const char *const *keys, size_t n, uint8_t *found,
+                       lmca_err_t *err)
+{
+    as_batch_records recs;
+    as_error e;
+    int rc = LMCA_OK;
+
+    as_batch_records_init(&recs, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        as_batch_read_record *r = as_batch_read_reserve(&recs);
+        as_key_init_str(&r->key, w->ns, w->set, keys[i]);
+        /* no bins and no ops: a header-only read, the batch form of exists */
+    }
+    if (aerospike_batch_read(&w->as, &e, &w->batch, &recs) != AEROSPIKE_OK)
+        rc = e.code == AEROSPIKE_BATCH_FAILED ? batch_fail(err, &e, &recs, "batch exists")
+                                              : fail(err, &e, "batch exists", keys[0]);
+    for (size_t i = 0; rc == LMCA_OK && i < n; i++) {
+        as_batch_read_record *r = as_vector_get(&recs.list, (uint32_t)i);
+        found[i] = r->result == AEROSPIKE_OK;
+    }
+    as_batch_records_destroy(&recs);
+    return rc;
+}
+
+int
+lmca__wire_write_many(lmca__wire *w, const char *const *keys, const lmca__bin *const *bins,
+                      unsigned nbins, size_t n, uint32_t ttl, lmca_err_t *err)
+{
+    as_batch_records recs;
+    as_operations *ops = calloc(n, sizeof *ops);
+    as_error e;
+    int rc = LMCA_OK;
+
+    if (ops == NULL)
+        return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory for a batch of %zu writes", n);
+    as_batch_records_init(&recs, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        as_batch_write_record *r = as_batch_write_reserve(&recs);
+        as_key_init_str(&r->key, w->ns, w->set, keys[i]);
+        as_operations_init(&ops[i], (uint16_t)nbins);
+        add_ops(&ops[i], bins[i], nbins);
+        ops[i].ttl = ttl;
+        r->ops = &ops[i];
+        r->policy = &w->batch_write;
+    }
+    if (aerospike_batch_write(&w->as, &e, &w->batch_write_parent, &recs) != AEROSPIKE_OK)
+        rc = e.code == AEROSPIKE_BATCH_FAILED ? batch_fail(err, &e, &recs, "batch put")
+                                              : fail(err, &e, "batch put", keys[0]);
+    as_batch_records_destroy(&recs);
+    for (size_t i = 0; i < n; i++)
+        as_operations_destroy(&ops[i]);
+    free(ops);
+    return rc;
+}
+
+int
+lmca__wire_remove(lmca__wire *w, const char *key, lmca_err_t *err)
+{
+    as_key k;
+    as_error e;
+    as_key_init_str(&k, w->ns, w->set, key);
+    if (aerospike_key_remove(&w->as, &e, &w->remove, &k) != AEROSPIKE_OK)
+        return fail(err, &e, "remove", key);
+    return LMCA_OK;
+}
+
+int
+lmca__wire_remove_many(lmca__wire *w, const char *const *keys, size_t n, lmca_err_t *err)
+{
+    as_batch_records recs;
+    as_error e;
+    int rc = LMCA_OK;
+
+    as_batch_records_init(&recs, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        as_batch_remove_record *r = as_batch_remove_reserve(&recs);
+        as_key_init_str(&r->key, w->ns, w->set, keys[i]);
+    }
+    /* Missing rows answer NOT_FOUND, which does not fail the batch. */
+    if (aerospike_batch_write(&w->as, &e, &w->batch_write_parent, &recs) != AEROSPIKE_OK)
+        rc = e.code == AEROSPIKE_BATCH_FAILED ? batch_fail(err, &e, &recs, "batch remove")
+                                              : fail(err, &e, "batch remove", keys[0]);
+    as_batch_records_destroy(&recs);
+    return rc;
+}
+
+int
+lmca__wire_touch(lmca__wire *w, const char *key, uint32_t ttl, const lmca__bin *bins, unsigned n,
+                 lmca_err_t *err)
+{
+    as_key k;
+    as_error e;
+    as_operations ops;
+    as_record *rec = NULL;
+    as_status rc;
+
+    as_key_init_str(&k, w->ns, w->set, key);
+    as_operations_inita(&ops, (uint16_t)(n + 1));
+    as_operations_add_touch(&ops);
+    add_ops(&ops, bins, n);
+    ops.ttl = ttl;
+    rc = aerospike_key_operate(&w->as, &e, &w->operate, &k, &ops, &rec);
+    as_operations_destroy(&ops);
+    if (rec != NULL)
+        as_record_destroy(rec);
+    return rc == AEROSPIKE_OK ? LMCA_OK : fail(err, &e, "touch", key);
+}
+
+/* ---------------------------------------------------------------------------
+ * Scans.
+ */
+
+typedef struct {
+    lmca__scan_cb cb;
+    void *udata;
+} scan_ctx;
+
+/* Collects a scanned record's small bins into an array for one callback. */
+typedef struct {
+    lmca__bin bins[16];
+    unsigned n;
+} bin_list;
+
+static void
+collect_bin(void *udata, const lmca__bin *bin)
+{
+    bin_list *l = udata;
+    if (l->n < sizeof l->bins / sizeof l->bins[0])
+        l->bins[l->n++] = *bin;
+}
+
+static bool
+scan_each(const as_val *v, void *udata)
+{
+    scan_ctx *ctx = udata;
+    const as_record *rec = as_record_fromval(v);
+    lmca__scanned s = {0};
+    bin_list l = {.n = 0};
+
+    if (rec == NULL)
+        return true; /* end of scan */
+    take_record(rec, NULL, NULL, collect_bin, &l);
+    s.digest = rec->key.digest.value;
+    s.key = rec->key.valuep && as_val_type((as_val *)rec->key.valuep) == AS_STRING
+                ? rec->key.valuep->string.value
+                : NULL;
+    s.ttl = rec->ttl;
+    s.bins = l.bins;
+    s.nbins = l.n;
+    return ctx->cb(ctx->udata, &s);
+}
+
+int
+lmca__wire_scan(lmca__wire *w, const char *const *names, lmca__scan_cb cb, void *udata,
+                lmca_err_t *err)
+{
+    as_scan scan;
+    as_error e;
+    scan_ctx ctx = {cb, udata};
+    uint16_t n = 0;
+    as_status rc;
+
+    while (names[n] != NULL)
+        n++;
+    as_scan_init(&scan, w->ns, w->set);
+    as_scan_select_inita(&scan, n);
+    for (uint16_t i = 0; i < n; i++)
+        as_scan_select(&scan, names[i]);
+    rc = aerospike_scan_foreach(&w->as, &e, &w->scan, &scan, scan_each, &ctx);
+    as_scan_destroy(&scan);
+    return rc == AEROSPIKE_OK ? LMCA_OK : fail(err, &e, "scan", w->set);
+}

@@ -1,0 +1,272 @@
+/*
+ * harness.c - the test runner behind harness.h.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <aerospike/aerospike.h>
+#include <aerospike/aerospike_info.h>
+#include <aerospike/aerospike_key.h>
+#include <aerospike/as_key.h>
+
+#include "harness.h"
+
+#define TEST_TIMEOUT_S 120
+#define EXIT_SKIP 77
+
+void
+th_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "    %s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+    _exit(1);
+}
+
+void
+th_skip(const char *why)
+{
+    fprintf(stderr, "    skipped: %s\n", why);
+    fflush(stderr);
+    _exit(EXIT_SKIP);
+}
+
+/* Runs one test in a child process; returns its exit status (0, 1, 77). */
+static int
+run_one(const th_case *c)
+{
+    pid_t pid;
+    int status;
+
+    fflush(stdout);
+    fflush(stderr);
+    if ((pid = fork()) == 0) {
+        alarm(TEST_TIMEOUT_S);
+        c->fn();
+        fflush(NULL);
+        exit(0); /* exit, not _exit: sanitizers report leaks at exit */
+    }
+    if (pid < 0 || waitpid(pid, &status, 0) < 0)
+        return 1;
+    if (WIFSIGNALED(status)) {
+        fprintf(stderr, "    killed by signal %d%s\n", WTERMSIG(status),
+                WTERMSIG(status) == SIGALRM ? " (timeout)" : "");
+        return 1;
+    }
+    return WEXITSTATUS(status);
+}
+
+int
+th_run(const char *file, const th_case *cases, size_t n, int argc, char **argv)
+{
+    size_t passed = 0, failed = 0, skipped = 0;
+    const char *only = argc > 1 ? argv[1] : NULL;
+
+    for (size_t i = 0; i < n; i++) {
+        if (only && strcmp(only, cases[i].name) != 0)
+            continue;
+        int rc = run_one(&cases[i]);
+        const char *word = rc == 0 ? "ok" : rc == EXIT_SKIP ? "skip" : "FAIL";
+        printf("%-4s %s: %s\n", word, file, cases[i].name);
+        fflush(stdout);
+        passed += rc == 0;
+        skipped += rc == EXIT_SKIP;
+        failed += rc != 0 && rc != EXIT_SKIP;
+    }
+    printf("%zu passed, %zu failed, %zu skipped\n", passed, failed, skipped);
+    return failed ? 1 : 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Server helpers.
+ */
+
+const char *
+th_hosts(void)
+{
+    const char *h = getenv("AEROSPIKE_TEST_HOSTS");
+    if (h == NULL || *h == '\0')
+        th_skip("AEROSPIKE_TEST_HOSTS is not set (scripts/test.sh sets it)");
+    return h;
+}
+
+static void direct_connect(aerospike *as);
+
+const char *
+th_info(const char *cmd)
+{
+    static char value[64 * 1024];
+    char *res = NULL;
+    aerospike as;
+    as_error e;
+
+    direct_connect(&as);
+    value[0] = '\0';
+    if (aerospike_info_any(&as, &e, NULL, cmd, &res) == AEROSPIKE_OK && res != NULL) {
+        const char *tab = strchr(res, '\t');
+        snprintf(value, sizeof value, "%s", tab ? tab + 1 : res);
+        size_t n = strlen(value);
+        while (n > 0 && value[n - 1] == '\n')
+            value[--n] = '\0';
+    } else {
+        snprintf(value, sizeof value, "ERROR:%d:%s", (int)e.code, e.message);
+    }
+    free(res);
+    aerospike_close(&as, &e);
+    aerospike_destroy(&as);
+    return value;
+}
+
+bool
+th_is_fixture(void)
+{
+    return strcmp(th_info("fixture-reset"), "ok") == 0;
+}
+
+void
+th_need_fixture(void)
+{
+    if (!th_is_fixture())
+        th_skip("needs the test server's fault injection");
+}
+
+static char log_lines[16 * 1024];
+
+static void
+collect_log(void *udata, int level, const char *msg)
+{
+    size_t n = strlen(log_lines);
+    (void)udata;
+    snprintf(log_lines + n, sizeof log_lines - n, "%s %s\n",
+             level >= LMCA_LOG_WARNING ? "WARNING" : level >= LMCA_LOG_INFO ? "INFO" : "DEBUG",
+             msg);
+}
+
+const char *
+th_log(void)
+{
+    return log_lines;
+}
+
+void
+th_config(lmca_config_t *cfg, const char *ns)
+{
+    lmca_config_init(cfg);
+    cfg->hosts = th_hosts();
+    cfg->namespace_ = ns;
+    cfg->set = TH_SET;
+    cfg->log_cb = collect_log;
+}
+
+lmca_t *
+th_open(const char *ns)
+{
+    lmca_config_t cfg;
+    lmca_err_t err = {0};
+    lmca_t *h = NULL;
+
+    th_config(&cfg, ns);
+    if (lmca_open(&cfg, &h, &err) != LMCA_OK)
+        th_fail(__FILE__, __LINE__, "lmca_open(%s): %s", ns, err.msg);
+    return h;
+}
+
+const char *
+th_key(const char *prefix)
+{
+    static char ring[8][128];
+    static unsigned counter;
+    char *k = ring[counter % 8];
+    snprintf(k, sizeof ring[0], "%s-%ld-%ld-%u", prefix, (long)getpid(), (long)time(NULL),
+             counter++);
+    return k;
+}
+
+void
+th_fill(void *buf, size_t n, uint32_t seed)
+{
+    uint8_t *p = buf;
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        if ((i & 7) == 0) { /* xorshift64: cheap, and a shifted copy never matches */
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+        }
+        p[i] = (uint8_t)(x >> ((i & 7) * 8));
+    }
+}
+
+const char *
+th_digest_hex(const char *set, const char *reckey)
+{
+    static char hex[41];
+    as_key k;
+    as_error e;
+    as_digest *d;
+
+    as_key_init_str(&k, "any", set, reckey);
+    d = as_key_digest(&k); /* the namespace is not part of the digest */
+    (void)e;
+    for (int i = 0; i < 20; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d->value[i]);
+    as_key_destroy(&k);
+    return hex;
+}
+
+/* One client per call keeps the helpers independent of the engine. */
+static void
+direct_connect(aerospike *as)
+{
+    as_config cfg;
+    as_error e;
+    as_config_init(&cfg);
+    as_config_add_hosts(&cfg, th_hosts(), 3000);
+    aerospike_init(as, &cfg);
+    if (aerospike_connect(as, &e) != AEROSPIKE_OK)
+        th_fail(__FILE__, __LINE__, "connect: %s", e.message);
+}
+
+int
+th_record_ttl(const char *ns, const char *reckey, uint32_t *ttl)
+{
+    aerospike as;
+    as_error e;
+    as_key k;
+    as_record *rec = NULL;
+    as_status rc;
+
+    direct_connect(&as);
+    as_key_init_str(&k, ns, TH_SET, reckey);
+    rc = aerospike_key_exists(&as, &e, NULL, &k, &rec);
+    if (rc == AEROSPIKE_OK && ttl)
+        *ttl = rec->ttl;
+    if (rec)
+        as_record_destroy(rec);
+    aerospike_close(&as, &e);
+    aerospike_destroy(&as);
+    return rc;
+}
+
+int
+th_record_remove(const char *ns, const char *reckey)
+{
+    aerospike as;
+    as_error e;
+    as_key k;
+    as_status rc;
+
+    direct_connect(&as);
+    as_key_init_str(&k, ns, TH_SET, reckey);
+    rc = aerospike_key_remove(&as, &e, NULL, &k);
+    aerospike_close(&as, &e);
+    aerospike_destroy(&as);
+    return rc;
+}

@@ -1,0 +1,111 @@
+/*
+ * harness.h - a small test runner: each test runs in its own process with a
+ * timeout, so a crash or a hang fails that test alone. Prints one line per test
+ * and closes with "N passed, N failed, N skipped".
+ *
+ *   TEST(name) { ASSERT(...); }
+ *   TEST_LIST = { T(name), ... };   then   TEST_MAIN()
+ */
+#ifndef LMCA_TEST_HARNESS_H
+#define LMCA_TEST_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "lmca.h"
+
+typedef struct th_case {
+    const char *name;
+    void (*fn)(void);
+} th_case;
+
+#define TEST(name) static void name(void)
+#define T(name) {#name, name}
+#define TEST_LIST static const th_case th_cases[]
+#define TEST_MAIN()                                                                   \
+    int main(int argc, char **argv)                                                   \
+    {                                                                                 \
+        return th_run(__FILE__, th_cases, sizeof th_cases / sizeof th_cases[0], argc, \
+                      argv);                                                          \
+    }
+
+int th_run(const char *file, const th_case *cases, size_t n, int argc, char **argv);
+
+/* Fails the running test (exits its process) with a message. */
+void th_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+/* Ends the running test as skipped, saying why. */
+void th_skip(const char *why) __attribute__((noreturn));
+
+#define ASSERT(c)                                       \
+    do {                                                \
+        if (!(c))                                       \
+            th_fail(__FILE__, __LINE__, "%s", #c);      \
+    } while (0)
+#define ASSERT_EQ(a, b)                                                                     \
+    do {                                                                                    \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                 \
+        if (a_ != b_)                                                                       \
+            th_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, a_, b_);         \
+    } while (0)
+/* Asserts a status; on mismatch prints the error message. */
+#define ASSERT_RC(rc, want, err)                                                            \
+    do {                                                                                    \
+        int rc_ = (rc);                                                                     \
+        if (rc_ != (want))                                                                  \
+            th_fail(__FILE__, __LINE__, "%s: got %s, want %s (%s)", #rc,                    \
+                    lmca_status_name(rc_), lmca_status_name(want), (err)->msg);             \
+    } while (0)
+#define ASSERT_CONTAINS(hay, needle)                                                        \
+    do {                                                                                    \
+        if (strstr((hay), (needle)) == NULL)                                                \
+            th_fail(__FILE__, __LINE__, "\"%s\" does not contain \"%s\"", (hay), (needle)); \
+    } while (0)
+
+/* ---------------------------------------------------------------------------
+ * Server-backed tests. AEROSPIKE_TEST_HOSTS names the server (scripts/test.sh
+ * starts the protocol test server and sets it; set it yourself to test a real
+ * server configured as tests/aerospike-test.conf says).
+ */
+
+/* Hosts under test; skips the test when none are named. */
+const char *th_hosts(void);
+
+/* True when the server is the project's test server (fixture-* commands work). */
+bool th_is_fixture(void);
+
+/* Skips the test unless the server is the test server: for fault injection. */
+void th_need_fixture(void);
+
+/* Sends an info command to the server; returns the value part (static buffer). */
+const char *th_info(const char *cmd);
+
+/* A config for namespace `ns` on the hosts under test, with a log collector. */
+void th_config(lmca_config_t *cfg, const char *ns);
+
+/* Opens a handle on `ns` with default settings; fails the test on error. */
+lmca_t *th_open(const char *ns);
+
+/* Log lines collected from handles made by th_config (joined by '\n'). */
+const char *th_log(void);
+
+/* A key unique to this test run: "<prefix>-<pid>-<counter>". Static buffer ring. */
+const char *th_key(const char *prefix);
+
+/* Deterministic test bytes for (seed, offset). */
+void th_fill(void *buf, size_t n, uint32_t seed);
+
+/* Digest (hex, 40 chars) of record key `reckey` in `set`, for fixture fault rules. */
+const char *th_digest_hex(const char *set, const char *reckey);
+
+/* Direct record access with libaerospike, bypassing the engine (set "lmca_test").
+   Return the Aerospike status: 0 found/done, 2 not found. */
+int th_record_ttl(const char *ns, const char *reckey, uint32_t *ttl);
+int th_record_remove(const char *ns, const char *reckey);
+
+/* Set used by th_config. */
+#define TH_SET "lmca_test"
+
+#endif

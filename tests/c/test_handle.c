@@ -1,0 +1,211 @@
+/*
+ * test_handle.c - opening handles against a server: limit discovery per
+ * namespace, the typed errors of a bad cluster, namespace or TTL setup, ping
+ * and scan.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "harness.h"
+
+#define KIB (1024ull)
+#define MIB (1024ull * 1024ull)
+
+TEST(limits_discovered_on_8mib_namespace)
+{
+    lmca_t *h = th_open("lmcache");
+    const lmca_limits_t *l = lmca_limits(h);
+    ASSERT_EQ(l->server_cap, 8 * MIB);
+    ASSERT(strcmp(l->cap_source, "max-record-size") == 0);
+    ASSERT_EQ(l->block_bytes, 8 * MIB);
+    ASSERT_EQ(l->max_segment_bytes, 8 * MIB - 64 * KIB);
+    ASSERT_EQ(l->target_segment_bytes, 4 * MIB - 64 * KIB);
+    ASSERT_EQ(l->single_record_threshold_bytes, 4 * MIB - 64 * KIB);
+    ASSERT_CONTAINS(th_log(), "INFO   server: max-record-size=8388608");
+    ASSERT_CONTAINS(th_log(), "max_segment_bytes=8323072");
+    lmca_close(h);
+}
+
+TEST(limits_discovered_on_1mib_namespace_clamp_target)
+{
+    lmca_t *h = th_open("small");
+    const lmca_limits_t *l = lmca_limits(h);
+    ASSERT_EQ(l->server_cap, 1 * MIB);
+    ASSERT_EQ(l->max_segment_bytes, 1 * MIB - 64 * KIB);
+    ASSERT_EQ(l->target_segment_bytes, 1 * MIB - 64 * KIB);
+    ASSERT_CONTAINS(th_log(), "WARNING target_segment_bytes=4194304 exceeds");
+    lmca_close(h);
+}
+
+TEST(limits_from_write_block_size_on_legacy_server)
+{
+    th_need_fixture(); /* a 6.x/7.0 namespace exists only on the test server */
+    lmca_t *h = th_open("legacy");
+    const lmca_limits_t *l = lmca_limits(h);
+    ASSERT(strcmp(l->cap_source, "write-block-size") == 0);
+    ASSERT_EQ(l->server_cap, 1 * MIB);
+    ASSERT_EQ(l->block_bytes, 1 * MIB);
+    lmca_close(h);
+}
+
+TEST(unreachable_cluster_is_connection_error)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    th_hosts();
+    lmca_config_init(&cfg);
+    cfg.hosts = "127.0.0.1:1"; /* nothing listens on port 1 */
+    cfg.connect_timeout_ms = 200;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_ECONNECTION, &err);
+    ASSERT(h == NULL);
+    ASSERT_CONTAINS(err.msg, "127.0.0.1:1");
+}
+
+TEST(unknown_namespace_is_namespace_error)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    th_config(&cfg, "no_such_ns");
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_ENAMESPACE, &err);
+    ASSERT_CONTAINS(err.msg, "no_such_ns");
+}
+
+TEST(ttl_with_nsup_period_0_fails_at_open)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    th_config(&cfg, "nonsup");
+    cfg.default_ttl_seconds = 3600;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_ETTL, &err);
+    ASSERT_CONTAINS(err.msg, "nsup-period 0");
+    ASSERT_CONTAINS(err.msg, "nonsup");
+}
+
+TEST(never_expiring_ttl_works_with_nsup_period_0)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    uint8_t in[1000], out[1000];
+    size_t got;
+    const char *key = th_key("nonsup");
+    th_config(&cfg, "nonsup");
+    cfg.default_ttl_seconds = -1;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    th_fill(in, sizeof in, 1);
+    ASSERT_RC(lmca_put(h, key, in, sizeof in, NULL, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_get(h, key, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+    ASSERT(memcmp(in, out, sizeof in) == 0);
+    lmca_close(h);
+}
+
+TEST(bad_config_fails_before_connecting)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    th_config(&cfg, "lmcache");
+    cfg.min_segment_bytes = 0;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_ECONFIG, &err);
+    ASSERT_CONTAINS(err.msg, "min_segment_bytes");
+    th_config(&cfg, "lmcache");
+    cfg.hosts = "";
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_ECONFIG, &err);
+    ASSERT_CONTAINS(err.msg, "hosts");
+}
+
+TEST(record_too_big_is_mapped_with_guidance)
+{
+    /* Lower the live cap under an open handle: the handle still plans for
+       8 MiB, so the server refuses the record (result 13). */
+    lmca_t *h = th_open("lmcache");
+    size_t len = 2 * MIB;
+    uint8_t *buf = calloc(1, len);
+    lmca_err_t err = {0};
+    const char *ok = th_info("set-config:context=namespace;id=lmcache;max-record-size=1048576");
+    if (strcmp(ok, "ok") != 0)
+        th_fail(__FILE__, __LINE__, "set-config refused: %s", ok);
+    int rc = lmca_put(h, th_key("big"), buf, len, NULL, &err);
+    th_info("set-config:context=namespace;id=lmcache;max-record-size=8388608");
+    ASSERT_RC(rc, LMCA_ETOO_BIG, &err);
+    ASSERT_EQ(err.as_code, 13);
+    ASSERT_CONTAINS(err.msg, "2097152-byte payload");
+    ASSERT_CONTAINS(err.msg, "max-record-size=8388608");
+    ASSERT_CONTAINS(err.msg, "lower them");
+    free(buf);
+    lmca_close(h);
+}
+
+TEST(ping_answers)
+{
+    lmca_t *h = th_open("lmcache");
+    lmca_err_t err = {0};
+    ASSERT_RC(lmca_ping(h, &err), LMCA_OK, &err);
+    lmca_close(h);
+}
+
+typedef struct {
+    const char *want_key; /* "<key>|m" */
+    int metas, segments, matched;
+    uint32_t matched_nseg;
+} scan_count;
+
+static bool
+count_record(void *udata, const lmca_scan_rec_t *rec)
+{
+    scan_count *c = udata;
+    if (rec->kind == LMCA_REC_META) {
+        c->metas++;
+        if (rec->key && strcmp(rec->key, c->want_key) == 0) {
+            c->matched++;
+            c->matched_nseg = rec->meta->nseg;
+        }
+    } else {
+        c->segments++;
+    }
+    return true;
+}
+
+TEST(scan_tells_meta_from_segments_and_returns_stored_keys)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    const char *key = th_key("scan");
+    char mkey[256];
+    size_t len = 2 * MIB;
+    uint8_t *buf = calloc(1, len);
+    scan_count c = {.want_key = mkey};
+
+    th_config(&cfg, "small");
+    cfg.send_key = true;
+    cfg.set = "lmca_scan";
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    snprintf(mkey, sizeof mkey, "%s|m", key);
+    ASSERT_RC(lmca_put(h, key, buf, len, NULL, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_scan(h, count_record, &c, &err), LMCA_OK, &err);
+    ASSERT_EQ(c.matched, 1);
+    ASSERT_EQ(c.matched_nseg, 3);
+    ASSERT(c.segments >= 3);
+    ASSERT(c.metas >= 1);
+    free(buf);
+    lmca_close(h);
+}
+
+TEST_LIST = {
+    T(limits_discovered_on_8mib_namespace),
+    T(limits_discovered_on_1mib_namespace_clamp_target),
+    T(limits_from_write_block_size_on_legacy_server),
+    T(unreachable_cluster_is_connection_error),
+    T(unknown_namespace_is_namespace_error),
+    T(ttl_with_nsup_period_0_fails_at_open),
+    T(never_expiring_ttl_works_with_nsup_period_0),
+    T(bad_config_fails_before_connecting),
+    T(record_too_big_is_mapped_with_guidance),
+    T(ping_answers),
+    T(scan_tells_meta_from_segments_and_returns_stored_keys),
+};
+TEST_MAIN()
