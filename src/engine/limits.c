@@ -150,7 +150,12 @@ lmca_grid_floor(uint64_t block, uint64_t cap, uint64_t bytes)
 static int
 server_cap(const lmca_server_info_t *srv, lmca_limits_t *out, lmca_err_t *err)
 {
-    if (srv->max_record_size > 0) {
+    if (srv->max_record_size > LMCA_BLOCK_7_1) {
+        return lmca__fail(err, LMCA_ESERVER_LIMIT, 0,
+                          "namespace max-record-size=%llu is above 8 MiB, the largest record "
+                          "any Aerospike version stores",
+                          (unsigned long long)srv->max_record_size);
+    } else if (srv->max_record_size > 0) {
         /* 7.1+ fixes the write block at 8 MiB and no longer reports it; 7.0 may
            report both, and then the block is the smaller bound. */
         out->server_cap = srv->max_record_size;
@@ -289,14 +294,15 @@ lmca_plan(const lmca_limits_t *l, uint64_t payload, lmca_plan_t *plan, lmca_err_
 {
     uint64_t nseg;
 
-    if (payload <= l->single_record_threshold_bytes) {
+    /* Full grid-sized segments pack write blocks exactly; only the last one is
+       shorter, and a short record packs as well as any. A payload that fits one
+       segment stays one record even above a threshold set below the target. */
+    nseg = payload / l->target_segment_bytes + (payload % l->target_segment_bytes != 0);
+    if (payload <= l->single_record_threshold_bytes || nseg <= 1) {
         plan->nseg = 1;
         plan->seg_b = plan->last_b = payload;
         return LMCA_OK;
     }
-    /* Full grid-sized segments pack write blocks exactly; only the last one is
-       shorter, and a short record packs as well as any. */
-    nseg = (payload + l->target_segment_bytes - 1) / l->target_segment_bytes;
     if (nseg > LMCA_MAX_SEGMENTS)
         return lmca__fail(err, LMCA_EINVAL, 0,
                           "payload of %llu bytes needs %llu segments of %llu; at most %u allowed",

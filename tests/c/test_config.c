@@ -294,8 +294,10 @@ TEST(config_set_rejects_negative_for_unsigned_keys)
         "single_record_threshold_bytes", "batch_threshold_bytes", "read_timeout_ms",
         "write_timeout_ms", "connect_timeout_ms", "max_conns_per_node",
     };
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        EXPECT_BAD(keys[i], "-1");
         EXPECT_BAD(keys[i], "-7");
+    }
 }
 
 TEST(config_set_rejects_u32_above_uint32_max)
@@ -339,9 +341,18 @@ TEST(config_set_rejects_null_value_for_every_key)
 
 TEST(config_set_rejects_unknown_key_naming_it)
 {
-    EXPECT_BAD("target_segment_byte", "1");
-    EXPECT_BAD("Hosts", "127.0.0.1:3000");
-    EXPECT_BAD("batch_max_in_flight", "64");
+    static const char *const unknown[] = {"target_segment_byte", "Hosts",
+                                          "batch_max_in_flight", ""};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        lmca_config_t cfg, before;
+        lmca_err_t err = {0};
+        lmca_config_init(&cfg);
+        memcpy(&before, &cfg, sizeof cfg);
+        ASSERT_RC(lmca_config_set(&cfg, unknown[i], "1", &err), LMCA_ECONFIG, &err);
+        ASSERT_EQ(err.status, LMCA_ECONFIG);
+        ASSERT_CONTAINS(err.msg, unknown[i]);
+        ASSERT(memcmp(&before, &cfg, sizeof cfg) == 0);
+    }
 }
 
 TEST(config_set_accepts_every_known_key)

@@ -1,0 +1,335 @@
+/*
+ * bench_engine.c - throughput of the engine next to plain libaerospike calls,
+ * measured side by side in one run (a benchmark, not a test).
+ *
+ *   bench_engine [-h hosts] [-n namespace] [-s bytes] [-c count] [-t threads]
+ *                [-m chunk|batch|all]
+ *
+ * Modes (default all):
+ *   chunk  lmca_put / lmca_get of `count` chunks of `bytes` per thread, against
+ *          aerospike_key_put / aerospike_key_get of one record of the same bytes
+ *          plus the copy into a destination buffer (what any connector must do).
+ *          A chunk larger than the namespace's record cap cannot be one record:
+ *          the raw baseline then writes the same segment records the engine does.
+ *   batch  reading `count` records of each size in a sweep, as one batch read
+ *          versus one get after another, to place batch_threshold_bytes.
+ * Prints GB/s (1e9 bytes per second) and the engine/raw ratios.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <aerospike/aerospike.h>
+#include <aerospike/aerospike_batch.h>
+#include <aerospike/aerospike_key.h>
+
+#include "lmca.h"
+
+typedef struct {
+    const char *hosts, *ns, *mode;
+    size_t bytes;
+    int count, threads;
+} opts_t;
+
+typedef struct {
+    const opts_t *o;
+    int id;
+    lmca_t *h;      /* engine mode */
+    aerospike *as;  /* raw mode */
+    uint8_t *src, *dst;
+    int failures;
+} job_t;
+
+static double
+now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void
+die(const char *what, const char *msg)
+{
+    fprintf(stderr, "bench: %s: %s\n", what, msg);
+    exit(1);
+}
+
+/* ---------------------------------------------------------------------------
+ * Workers: each thread puts or gets its own keys.
+ */
+
+static void *
+engine_put(void *arg)
+{
+    job_t *j = arg;
+    char key[64];
+    for (int i = 0; i < j->o->count; i++) {
+        snprintf(key, sizeof key, "bench-%d-%d", j->id, i);
+        j->failures += lmca_put(j->h, key, j->src, j->o->bytes, NULL, NULL) != LMCA_OK;
+    }
+    return NULL;
+}
+
+static void *
+engine_get(void *arg)
+{
+    job_t *j = arg;
+    char key[64];
+    size_t got;
+    for (int i = 0; i < j->o->count; i++) {
+        snprintf(key, sizeof key, "bench-%d-%d", j->id, i);
+        j->failures += lmca_get(j->h, key, j->dst, j->o->bytes, &got, NULL, NULL) != LMCA_OK;
+    }
+    return NULL;
+}
+
+static void *
+raw_put(void *arg)
+{
+    job_t *j = arg;
+    char key[64];
+    as_error e;
+    for (int i = 0; i < j->o->count; i++) {
+        as_key k;
+        as_record rec;
+        snprintf(key, sizeof key, "raw-%d-%d", j->id, i);
+        as_key_init_str(&k, j->o->ns, "bench", key);
+        as_record_inita(&rec, 1);
+        as_record_set_rawp(&rec, "b", j->src, (uint32_t)j->o->bytes, false);
+        j->failures += aerospike_key_put(j->as, &e, NULL, &k, &rec) != AEROSPIKE_OK;
+        as_record_destroy(&rec);
+    }
+    return NULL;
+}
+
+static void *
+raw_get(void *arg)
+{
+    job_t *j = arg;
+    char key[64];
+    as_error e;
+    for (int i = 0; i < j->o->count; i++) {
+        as_key k;
+        as_record *rec = NULL;
+        snprintf(key, sizeof key, "raw-%d-%d", j->id, i);
+        as_key_init_str(&k, j->o->ns, "bench", key);
+        if (aerospike_key_get(j->as, &e, NULL, &k, &rec) != AEROSPIKE_OK) {
+            j->failures++;
+            continue;
+        }
+        as_bytes *b = as_record_get_bytes(rec, "b");
+        if (b && as_bytes_size(b) == j->o->bytes)
+            memcpy(j->dst, as_bytes_get(b), j->o->bytes);
+        else
+            j->failures++;
+        as_record_destroy(rec);
+    }
+    return NULL;
+}
+
+/* Runs fn on every thread; returns GB/s over all of them. */
+static double
+run(const opts_t *o, job_t *jobs, void *(*fn)(void *))
+{
+    pthread_t t[64];
+    double t0 = now();
+    int failures = 0;
+    for (int i = 0; i < o->threads; i++)
+        pthread_create(&t[i], NULL, fn, &jobs[i]);
+    for (int i = 0; i < o->threads; i++) {
+        pthread_join(t[i], NULL);
+        failures += jobs[i].failures;
+        jobs[i].failures = 0;
+    }
+    if (failures)
+        fprintf(stderr, "bench: %d operations failed\n", failures);
+    return (double)o->bytes * o->count * o->threads / (now() - t0) / 1e9;
+}
+
+/* ---------------------------------------------------------------------------
+ * chunk mode
+ */
+
+static void
+chunk_mode(const opts_t *o)
+{
+    lmca_config_t cfg;
+    lmca_err_t err = {0};
+    lmca_t *h = NULL;
+    as_config ac;
+    aerospike as;
+    as_error e;
+    job_t jobs[64];
+    double ep, eg, rp, rg;
+
+    lmca_config_init(&cfg);
+    cfg.hosts = o->hosts;
+    cfg.namespace_ = o->ns;
+    cfg.set = "bench";
+    cfg.default_ttl_seconds = -1;
+    if (lmca_open(&cfg, &h, &err) != LMCA_OK)
+        die("lmca_open", err.msg);
+    as_config_init(&ac);
+    as_config_add_hosts(&ac, o->hosts, 3000);
+    aerospike_init(&as, &ac);
+    if (aerospike_connect(&as, &e) != AEROSPIKE_OK)
+        die("aerospike_connect", e.message);
+    for (int i = 0; i < o->threads; i++) {
+        jobs[i] = (job_t){.o = o, .id = i, .h = h, .as = &as};
+        jobs[i].src = malloc(o->bytes);
+        jobs[i].dst = malloc(o->bytes);
+        memset(jobs[i].src, i + 1, o->bytes);
+    }
+    bool one_record = o->bytes <= lmca_limits(h)->max_segment_bytes;
+    /* Interleave the two so that machine noise hits both alike. */
+    ep = run(o, jobs, engine_put);
+    rp = one_record ? run(o, jobs, raw_put) : 0;
+    eg = run(o, jobs, engine_get);
+    rg = one_record ? run(o, jobs, raw_get) : 0;
+    printf("chunk %zu bytes x %d x %d threads on %s/%s\n", o->bytes, o->count, o->threads,
+           o->hosts, o->ns);
+    printf("  put: engine %.3f GB/s", ep);
+    if (one_record)
+        printf(", libaerospike %.3f GB/s, ratio %.2f", rp, ep / rp);
+    printf("\n  get: engine %.3f GB/s", eg);
+    if (one_record)
+        printf(", libaerospike+copy %.3f GB/s, ratio %.2f", rg, eg / rg);
+    printf("\n");
+    for (int i = 0; i < o->threads; i++)
+        free(jobs[i].src), free(jobs[i].dst);
+    aerospike_close(&as, &e);
+    aerospike_destroy(&as);
+    lmca_close(h);
+}
+
+/* ---------------------------------------------------------------------------
+ * batch mode: one batch read of n records versus n gets, per record size.
+ */
+
+static double
+batch_read(aerospike *as, const char *ns, int n, size_t size, uint8_t *dst)
+{
+    as_batch_records recs;
+    as_error e;
+    char key[64];
+    double t0 = now();
+
+    as_batch_records_init(&recs, (uint32_t)n);
+    for (int i = 0; i < n; i++) {
+        as_batch_read_record *r = as_batch_read_reserve(&recs);
+        snprintf(key, sizeof key, "batch-%zu-%d", size, i);
+        as_key_init_str(&r->key, ns, "bench", key);
+        r->read_all_bins = true;
+    }
+    if (aerospike_batch_read(as, &e, NULL, &recs) != AEROSPIKE_OK)
+        die("batch read", e.message);
+    for (int i = 0; i < n; i++) {
+        as_batch_read_record *r = as_vector_get(&recs.list, (uint32_t)i);
+        as_bytes *b = as_record_get_bytes(&r->record, "b");
+        if (b)
+            memcpy(dst + (size_t)i * size, as_bytes_get(b), as_bytes_size(b));
+    }
+    as_batch_records_destroy(&recs);
+    return (double)n * size / (now() - t0) / 1e9;
+}
+
+static double
+single_reads(aerospike *as, const char *ns, int n, size_t size, uint8_t *dst)
+{
+    as_error e;
+    char key[64];
+    double t0 = now();
+    for (int i = 0; i < n; i++) {
+        as_key k;
+        as_record *rec = NULL;
+        snprintf(key, sizeof key, "batch-%zu-%d", size, i);
+        as_key_init_str(&k, ns, "bench", key);
+        if (aerospike_key_get(as, &e, NULL, &k, &rec) != AEROSPIKE_OK)
+            die("get", e.message);
+        as_bytes *b = as_record_get_bytes(rec, "b");
+        memcpy(dst + (size_t)i * size, as_bytes_get(b), as_bytes_size(b));
+        as_record_destroy(rec);
+    }
+    return (double)n * size / (now() - t0) / 1e9;
+}
+
+static void
+batch_mode(const opts_t *o)
+{
+    static const size_t sizes[] = {4096, 32768, 65536, 131072, 262144, 524288, 983040};
+    as_config ac;
+    aerospike as;
+    as_error e;
+    int n = 64;
+
+    as_config_init(&ac);
+    as_config_add_hosts(&ac, o->hosts, 3000);
+    aerospike_init(&as, &ac);
+    if (aerospike_connect(&as, &e) != AEROSPIKE_OK)
+        die("aerospike_connect", e.message);
+    printf("batch read vs sequential gets, %d records per call, best of 5\n", n);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t size = sizes[s];
+        uint8_t *buf = malloc(size * n);
+        double best_b = 0, best_s = 0;
+        memset(buf, 7, size * n);
+        for (int i = 0; i < n; i++) {
+            char key[64];
+            as_key k;
+            as_record rec;
+            snprintf(key, sizeof key, "batch-%zu-%d", size, i);
+            as_key_init_str(&k, o->ns, "bench", key);
+            as_record_inita(&rec, 1);
+            as_record_set_rawp(&rec, "b", buf, (uint32_t)size, false);
+            if (aerospike_key_put(&as, &e, NULL, &k, &rec) != AEROSPIKE_OK)
+                die("put", e.message);
+        }
+        for (int r = 0; r < 5; r++) {
+            double b = batch_read(&as, o->ns, n, size, buf);
+            double q = single_reads(&as, o->ns, n, size, buf);
+            best_b = b > best_b ? b : best_b;
+            best_s = q > best_s ? q : best_s;
+        }
+        printf("  %7zu bytes: batch %.3f GB/s, sequential gets %.3f GB/s, batch/gets %.2f\n",
+               size, best_b, best_s, best_b / best_s);
+        free(buf);
+    }
+    aerospike_close(&as, &e);
+    aerospike_destroy(&as);
+}
+
+int
+main(int argc, char **argv)
+{
+    opts_t o = {.hosts = getenv("AEROSPIKE_TEST_HOSTS"), .ns = "lmcache",
+                .bytes = 4u << 20, .count = 32, .threads = 2, .mode = "all"};
+    int c;
+    while ((c = getopt(argc, argv, "h:n:s:c:t:m:")) != -1) {
+        switch (c) {
+        case 'h': o.hosts = optarg; break;
+        case 'n': o.ns = optarg; break;
+        case 's': o.bytes = strtoull(optarg, NULL, 10); break;
+        case 'c': o.count = atoi(optarg); break;
+        case 't': o.threads = atoi(optarg); break;
+        case 'm': o.mode = optarg; break;
+        default:
+            fprintf(stderr, "usage: %s [-h hosts] [-n ns] [-s bytes] [-c count] [-t threads] [-m chunk|batch|all]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (o.hosts == NULL)
+        die("hosts", "give -h host:port or set AEROSPIKE_TEST_HOSTS");
+    if (o.threads < 1 || o.threads > 64 || o.count < 1)
+        die("options", "threads must be 1..64 and count >= 1");
+    printf("%s\n", lmca_version());
+    if (strcmp(o.mode, "batch") != 0)
+        chunk_mode(&o);
+    if (strcmp(o.mode, "chunk") != 0)
+        batch_mode(&o);
+    return 0;
+}
