@@ -377,26 +377,43 @@ LMCA_EXTERN uint64_t lmca_segment_len(const lmca_meta_t *meta, uint32_t index);
  * Scanning the set (list, orphan sweeps). Slow: it reads every record's small bins.
  */
 
-typedef enum { LMCA_REC_META = 1, LMCA_REC_SEGMENT = 2 } lmca_rec_kind;
+typedef enum {
+    LMCA_REC_UNKNOWN = 0, /* a record whose key was not stored */
+    LMCA_REC_META = 1,
+    LMCA_REC_SEGMENT = 2
+} lmca_rec_kind;
 
 typedef struct lmca_scan_rec {
     lmca_rec_kind kind;
-    uint8_t digest[20];     /* Aerospike digest of the record's key */
-    const char *key;        /* the record's user key ("...|m"), or NULL when
-                               the key was not stored (send_key false) */
-    uint32_t ttl;           /* seconds left, 0xFFFFFFFF = never expires */
-    const lmca_meta_t *meta; /* for LMCA_REC_META; NULL for segments */
+    uint8_t digest[20];      /* Aerospike digest of the record's key */
+    const char *key;         /* the record's user key ("<key>|m", "<key>|s|<i>"),
+                                or NULL when it was not stored (send_key false) */
+    uint32_t ttl;            /* seconds left, 0xFFFFFFFF = never expires */
+    const lmca_meta_t *meta; /* the decoded meta record; NULL unless kind is META
+                                and the scan reads meta records */
 } lmca_scan_rec_t;
 
 /* Return false to stop the scan. Called on libaerospike's scan thread(s),
    one record at a time; `rec` is valid during the call only. */
 typedef bool (*lmca_scan_cb)(void *udata, const lmca_scan_rec_t *rec);
 
+/* What lmca_scan() visits. */
+typedef enum {
+    LMCA_SCAN_META = 0, /* meta records, decoded (every bin but the payload) */
+    LMCA_SCAN_ALL = 1   /* every record of the set, no bins: digest, stored key
+                           and TTL; segments are told from meta records by their
+                           key, so only with send_key (orphan sweeps) */
+} lmca_scan_mode;
+
 /*
- * Visits every record of the configured set, without reading payloads.
- * @return LMCA_OK (also when the callback stopped it) or transport errors.
+ * Visits the records of the configured set without reading payloads.
+ * Aerospike returns only the records that hold a selected bin, which is why
+ * LMCA_SCAN_META sees meta records only and LMCA_SCAN_ALL reads no bins.
+ * @return LMCA_OK (also when the callback stopped it), LMCA_EINVAL for a NULL
+ *   callback, or transport errors.
  */
-LMCA_EXTERN int lmca_scan(lmca_t *h, lmca_scan_cb cb, void *udata, lmca_err_t *err);
+LMCA_EXTERN int lmca_scan(lmca_t *h, lmca_scan_mode mode, lmca_scan_cb cb, void *udata,
+                          lmca_err_t *err);
 
 /* "lmca <version> (libaerospike <version>)". Static storage. */
 LMCA_EXTERN const char *lmca_version(void);

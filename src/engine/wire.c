@@ -557,9 +557,10 @@ lmca__wire_scan(lmca__wire *w, const char *const *names, lmca__scan_cb cb, void 
     uint16_t n = 0;
     as_status rc;
 
-    while (names[n] != NULL)
+    while (names && names[n] != NULL)
         n++;
     as_scan_init(&scan, w->ns, w->set);
+    scan.no_bins = names == NULL;
     as_scan_select_inita(&scan, n);
     for (uint16_t i = 0; i < n; i++)
         as_scan_select(&scan, names[i]);

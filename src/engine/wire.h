@@ -102,7 +102,8 @@ typedef struct lmca__scanned {
 /* Return false to stop the scan. */
 typedef bool (*lmca__scan_cb)(void *udata, const lmca__scanned *rec);
 
-/* Scans the set, reading only the bins in `names` (NULL-terminated). */
+/* Scans the set, reading only the bins in `names` (NULL-terminated), or no bins
+   at all when `names` is NULL. */
 int lmca__wire_scan(lmca__wire *w, const char *const *names, lmca__scan_cb cb, void *udata,
                     lmca_err_t *err);
 

@@ -72,33 +72,83 @@ TEST(unknown_namespace_is_namespace_error)
     ASSERT_CONTAINS(err.msg, "no_such_ns");
 }
 
-TEST(ttl_with_nsup_period_0_fails_at_open)
+/* Runs `fn` with namespace "small" switched to nsup-period 0 (set-config works
+   on a live server and on the test server), and switches it back before the
+   caller asserts anything, so a failure cannot leave it that way. */
+static void
+with_nsup_off(void (*fn)(void *), void *arg)
 {
+    const char *ok = th_info("set-config:context=namespace;id=small;nsup-period=0");
+    if (strcmp(ok, "ok") != 0)
+        th_fail(__FILE__, __LINE__, "set-config nsup-period=0 refused: %s", ok);
+    fn(arg);
+    th_info("set-config:context=namespace;id=small;nsup-period=1");
+}
+
+typedef struct {
+    int64_t ttl;
+    int open_rc, put_rc, get_rc;
+    lmca_err_t err;
+    bool same;
+} nsup_run;
+
+static void
+open_put_get(void *arg)
+{
+    nsup_run *r = arg;
     lmca_config_t cfg;
     lmca_t *h = NULL;
-    lmca_err_t err = {0};
-    th_config(&cfg, "nonsup");
-    cfg.default_ttl_seconds = 3600;
-    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_ETTL, &err);
-    ASSERT_CONTAINS(err.msg, "nsup-period 0");
-    ASSERT_CONTAINS(err.msg, "nonsup");
+    uint8_t in[1000], out[1000];
+    size_t got = 0;
+    const char *key = th_key("nonsup");
+
+    th_config(&cfg, "small");
+    cfg.default_ttl_seconds = r->ttl;
+    r->open_rc = lmca_open(&cfg, &h, &r->err);
+    if (r->open_rc != LMCA_OK)
+        return;
+    th_fill(in, sizeof in, 1);
+    r->put_rc = lmca_put(h, key, in, sizeof in, NULL, &r->err);
+    r->get_rc = lmca_get(h, key, out, sizeof out, &got, NULL, &r->err);
+    r->same = got == sizeof in && memcmp(in, out, sizeof in) == 0;
+    lmca_close(h);
+}
+
+TEST(ttl_with_nsup_period_0_fails_at_open)
+{
+    nsup_run r = {.ttl = 3600};
+    with_nsup_off(open_put_get, &r);
+    ASSERT_RC(r.open_rc, LMCA_ETTL, &r.err);
+    ASSERT_CONTAINS(r.err.msg, "nsup-period 0");
+    ASSERT_CONTAINS(r.err.msg, "\"small\"");
 }
 
 TEST(never_expiring_ttl_works_with_nsup_period_0)
 {
+    nsup_run r = {.ttl = -1};
+    with_nsup_off(open_put_get, &r);
+    ASSERT_RC(r.open_rc, LMCA_OK, &r.err);
+    ASSERT_RC(r.put_rc, LMCA_OK, &r.err);
+    ASSERT_RC(r.get_rc, LMCA_OK, &r.err);
+    ASSERT(r.same);
+}
+
+TEST(ttl_write_refused_by_server_is_ttl_error)
+{
+    /* nsup-period switched off after open: the server refuses the write (22). */
     lmca_config_t cfg;
     lmca_t *h = NULL;
     lmca_err_t err = {0};
-    uint8_t in[1000], out[1000];
-    size_t got;
-    const char *key = th_key("nonsup");
-    th_config(&cfg, "nonsup");
-    cfg.default_ttl_seconds = -1;
+    uint8_t buf[100] = {0};
+    th_config(&cfg, "small");
+    cfg.default_ttl_seconds = 3600;
     ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
-    th_fill(in, sizeof in, 1);
-    ASSERT_RC(lmca_put(h, key, in, sizeof in, NULL, &err), LMCA_OK, &err);
-    ASSERT_RC(lmca_get(h, key, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
-    ASSERT(memcmp(in, out, sizeof in) == 0);
+    th_info("set-config:context=namespace;id=small;nsup-period=0");
+    int rc = lmca_put(h, th_key("ttl22"), buf, sizeof buf, NULL, &err);
+    th_info("set-config:context=namespace;id=small;nsup-period=1");
+    ASSERT_RC(rc, LMCA_ETTL, &err);
+    ASSERT_EQ(err.as_code, 22);
+    ASSERT_CONTAINS(err.msg, "nsup-period");
     lmca_close(h);
 }
 
@@ -148,7 +198,7 @@ TEST(ping_answers)
 }
 
 typedef struct {
-    const char *want_key; /* "<key>|m" */
+    const char *key; /* the chunk's key */
     int metas, segments, matched;
     uint32_t matched_nseg;
 } scan_count;
@@ -157,40 +207,45 @@ static bool
 count_record(void *udata, const lmca_scan_rec_t *rec)
 {
     scan_count *c = udata;
+    size_t n = strlen(c->key);
+    if (rec->key == NULL || strncmp(rec->key, c->key, n) != 0 || rec->key[n] != '|')
+        return true; /* other tests' records */
     if (rec->kind == LMCA_REC_META) {
         c->metas++;
-        if (rec->key && strcmp(rec->key, c->want_key) == 0) {
+        if (rec->meta) {
             c->matched++;
             c->matched_nseg = rec->meta->nseg;
         }
-    } else {
+    } else if (rec->kind == LMCA_REC_SEGMENT) {
         c->segments++;
     }
     return true;
 }
 
-TEST(scan_tells_meta_from_segments_and_returns_stored_keys)
+TEST(scan_reads_meta_records_or_every_record)
 {
     lmca_config_t cfg;
     lmca_t *h = NULL;
     lmca_err_t err = {0};
-    const char *key = th_key("scan");
-    char mkey[256];
-    size_t len = 2 * MIB;
+    size_t len = 2 * MIB; /* 3 segments on a 1 MiB cap */
     uint8_t *buf = calloc(1, len);
-    scan_count c = {.want_key = mkey};
+    scan_count meta = {.key = th_key("scan")}, all = {.key = meta.key};
 
     th_config(&cfg, "small");
     cfg.send_key = true;
+    cfg.enable_crc32 = true; /* segments then hold a crc32 bin, as meta records do */
     cfg.set = "lmca_scan";
     ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
-    snprintf(mkey, sizeof mkey, "%s|m", key);
-    ASSERT_RC(lmca_put(h, key, buf, len, NULL, &err), LMCA_OK, &err);
-    ASSERT_RC(lmca_scan(h, count_record, &c, &err), LMCA_OK, &err);
-    ASSERT_EQ(c.matched, 1);
-    ASSERT_EQ(c.matched_nseg, 3);
-    ASSERT(c.segments >= 3);
-    ASSERT(c.metas >= 1);
+    ASSERT_RC(lmca_put(h, meta.key, buf, len, NULL, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_scan(h, LMCA_SCAN_META, count_record, &meta, &err), LMCA_OK, &err);
+    ASSERT_EQ(meta.matched, 1);
+    ASSERT_EQ(meta.matched_nseg, 3);
+    ASSERT_EQ(meta.segments, 0);
+    ASSERT_RC(lmca_scan(h, LMCA_SCAN_ALL, count_record, &all, &err), LMCA_OK, &err);
+    ASSERT_EQ(all.metas, 1);
+    ASSERT_EQ(all.matched, 0); /* no bins read */
+    ASSERT_EQ(all.segments, 3);
+    ASSERT_RC(lmca_scan(h, LMCA_SCAN_ALL, NULL, NULL, &err), LMCA_EINVAL, &err);
     free(buf);
     lmca_close(h);
 }
@@ -203,9 +258,10 @@ TEST_LIST = {
     T(unknown_namespace_is_namespace_error),
     T(ttl_with_nsup_period_0_fails_at_open),
     T(never_expiring_ttl_works_with_nsup_period_0),
+    T(ttl_write_refused_by_server_is_ttl_error),
     T(bad_config_fails_before_connecting),
     T(record_too_big_is_mapped_with_guidance),
     T(ping_answers),
-    T(scan_tells_meta_from_segments_and_returns_stored_keys),
+    T(scan_reads_meta_records_or_every_record),
 };
 TEST_MAIN()
