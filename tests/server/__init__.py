@@ -1,0 +1,1 @@
+"""Protocol-level Aerospike test server (see README.md)."""

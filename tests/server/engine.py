@@ -1,0 +1,283 @@
+"""Record-level command semantics shared by single-record commands and batch rows.
+
+Mirrors the server's read.c, write.c (write_master) and delete.c for the
+features the fixture supports: whole-record and named-bin reads, bin writes
+and deletes, integer/float increment, append/prepend, delete-all, touch,
+existence policies, generation checks, stored keys, TTL rules and the record
+size limit. Callers hold Store.lock while calling execute().
+"""
+
+import struct
+import time
+from dataclasses import dataclass, field
+
+from . import proto
+from .store import Record, now_void_time
+
+BIN_NAME_MAX = 15
+
+_WRITE_OPS = (proto.OP_WRITE, proto.OP_INCR, proto.OP_APPEND, proto.OP_PREPEND)
+
+
+@dataclass
+class Request:
+    """One record-level command: a single-record AS_MSG or one batch row."""
+
+    ns: str
+    set_name: str
+    digest: bytes
+    key: bytes = None  # KEY field data when the client sent it (send_key)
+    info1: int = 0
+    info2: int = 0
+    info3: int = 0
+    generation: int = 0
+    ttl: int = 0
+    ops: list = field(default_factory=list)
+    has_filter: bool = False
+
+    @property
+    def kind(self):
+        """'read', 'write', 'touch' or 'remove' (the fault and stats class)."""
+        if not self.info2 & proto.INFO2_WRITE:
+            return "read"
+        if self.info2 & proto.INFO2_DELETE:
+            return "remove"
+        if any(op.op == proto.OP_TOUCH for op in self.ops) and not any(
+            op.op in _WRITE_OPS for op in self.ops
+        ):
+            return "touch"
+        return "write"
+
+
+@dataclass
+class Reply:
+    result: int
+    generation: int = 0
+    void_time: int = 0
+    ops: list = field(default_factory=list)
+
+    def to_msg(self, txn_ttl=0):
+        return proto.Msg(
+            result=self.result,
+            generation=self.generation,
+            record_ttl=self.void_time,
+            txn_ttl=txn_ttl,
+            ops=self.ops,
+        )
+
+
+def execute(store, req):
+    """Run one record-level command against the store; return a Reply."""
+    if req.has_filter:
+        return Reply(proto.ERR_UNSUPPORTED_FEATURE)
+    ns = store.get(req.ns)
+    if ns is None:
+        return Reply(proto.ERR_NAMESPACE)
+    kind = req.kind
+    if kind == "read":
+        return _read(ns, req)
+    if kind == "remove":
+        return _remove(ns, req)
+    return _write(ns, req)
+
+
+def all_bins(rec):
+    return [proto.Op(proto.OP_READ, pt, name, value) for name, (pt, value) in rec.bins.items()]
+
+
+def _generation_ok(info2, wanted, current):
+    if info2 & proto.INFO2_GENERATION:
+        return wanted == current
+    if info2 & proto.INFO2_GENERATION_GT:
+        return wanted > current
+    return True
+
+
+def _read(ns, req):
+    rec = ns.live(req.digest)
+    if rec is None:
+        return Reply(proto.ERR_NOT_FOUND)
+    reply = Reply(proto.OK, rec.generation, rec.void_time)
+    if req.info1 & proto.INFO1_GET_NOBINDATA:
+        return reply
+    if req.info1 & proto.INFO1_GET_ALL or not req.ops:
+        reply.ops = all_bins(rec)
+        return reply
+    respond_all = req.info2 & proto.INFO2_RESPOND_ALL_OPS
+    for op in req.ops:
+        if op.op != proto.OP_READ:
+            return Reply(proto.ERR_PARAMETER)  # CDT/bit/HLL/exp reads unsupported
+        if not op.name:
+            reply.ops.extend(all_bins(rec))
+            continue
+        found = rec.bins.get(op.name)
+        if found is not None:
+            reply.ops.append(proto.Op(proto.OP_READ, found[0], op.name, found[1]))
+        elif respond_all:
+            reply.ops.append(proto.Op(proto.OP_READ, proto.PT_NULL, op.name))
+    return reply
+
+
+def _remove(ns, req):
+    rec = ns.live(req.digest)
+    if rec is None:
+        return Reply(proto.ERR_NOT_FOUND)
+    if not _generation_ok(req.info2, req.generation, rec.generation):
+        return Reply(proto.ERR_GENERATION, rec.generation, rec.void_time)
+    ns.delete(req.digest)
+    return Reply(proto.OK)
+
+
+def _check_write_ops(req):
+    """Validate ops up front, as write_master_policies() does.
+
+    Return (result, must_not_create, is_replace, has_read_all).
+    """
+    is_replace = bool(req.info3 & (proto.INFO3_CREATE_OR_REPLACE | proto.INFO3_REPLACE_ONLY))
+    must_not_create = bool(req.info3 & (proto.INFO3_UPDATE_ONLY | proto.INFO3_REPLACE_ONLY))
+    respond_all = req.info2 & proto.INFO2_RESPOND_ALL_OPS
+    has_read_all = False
+    for op in req.ops:
+        if op.op == proto.OP_TOUCH:
+            if is_replace:
+                return proto.ERR_PARAMETER, False, False, False
+            must_not_create = True
+            continue
+        if op.op == proto.OP_DELETE_ALL:
+            if is_replace:
+                return proto.ERR_PARAMETER, False, False, False
+            continue
+        if op.op == proto.OP_READ and not op.name and req.info1 & proto.INFO1_GET_ALL:
+            if respond_all or has_read_all:
+                return proto.ERR_PARAMETER, False, False, False
+            has_read_all = True
+            continue
+        if not op.name or len(op.name.encode()) > BIN_NAME_MAX:
+            return proto.ERR_BIN_NAME, False, False, False
+        if op.op in (proto.OP_INCR, proto.OP_APPEND, proto.OP_PREPEND) and is_replace:
+            return proto.ERR_PARAMETER, False, False, False
+        if op.op == proto.OP_WRITE and op.ptype == proto.PT_NULL and is_replace:
+            return proto.ERR_PARAMETER, False, False, False
+        if op.op not in _WRITE_OPS and op.op != proto.OP_READ:
+            return proto.ERR_PARAMETER, False, False, False  # CDT/bit/HLL/exp unsupported
+    return proto.OK, must_not_create, is_replace, has_read_all
+
+
+def _modify(bins, op):
+    """Apply an increment/append/prepend op in place; return a result code."""
+    old = bins.get(op.name)
+    if op.op == proto.OP_INCR:
+        if op.ptype not in (proto.PT_INTEGER, proto.PT_DOUBLE) or len(op.value) != 8:
+            return proto.ERR_PARAMETER
+        if old is None:
+            bins[op.name] = (op.ptype, op.value)
+            return proto.OK
+        if old[0] != op.ptype:
+            return 12  # BIN_INCOMPATIBLE_TYPE
+        if op.ptype == proto.PT_INTEGER:
+            a = int.from_bytes(old[1], "big", signed=True)
+            b = int.from_bytes(op.value, "big", signed=True)
+            total = (a + b + (1 << 63)) % (1 << 64) - (1 << 63)
+            bins[op.name] = (op.ptype, total.to_bytes(8, "big", signed=True))
+        else:
+            (a,) = struct.unpack(">d", old[1])
+            (b,) = struct.unpack(">d", op.value)
+            bins[op.name] = (op.ptype, struct.pack(">d", a + b))
+        return proto.OK
+    if op.ptype not in (proto.PT_STRING, proto.PT_BLOB):
+        return proto.ERR_PARAMETER
+    if old is None:
+        bins[op.name] = (op.ptype, op.value)
+    elif old[0] != op.ptype:
+        return 12
+    elif op.op == proto.OP_APPEND:
+        bins[op.name] = (op.ptype, old[1] + op.value)
+    else:
+        bins[op.name] = (op.ptype, op.value + old[1])
+    return proto.OK
+
+
+def _apply_ops(req, bins, has_read_all):
+    """Apply the ops to `bins` in order; return (result, response ops)."""
+    respond_all = req.info2 & proto.INFO2_RESPOND_ALL_OPS
+    out = []
+    for op in req.ops:
+        if op.op == proto.OP_TOUCH:
+            continue
+        if op.op == proto.OP_DELETE_ALL:
+            bins.clear()
+        elif op.op == proto.OP_WRITE:
+            if op.ptype == proto.PT_NULL:
+                bins.pop(op.name, None)
+            else:
+                bins[op.name] = (op.ptype, op.value)
+        elif op.op in _WRITE_OPS:
+            rc = _modify(bins, op)
+            if rc:
+                return rc, []
+        elif op.op == proto.OP_READ:
+            if has_read_all and not op.name:
+                continue
+            found = bins.get(op.name)
+            if found is not None:
+                out.append(proto.Op(proto.OP_READ, found[0], op.name, found[1]))
+            elif respond_all:
+                out.append(proto.Op(proto.OP_READ, proto.PT_NULL, op.name))
+            continue
+        if respond_all:
+            # Write-type ops answer with an empty bin under their own op code.
+            out.append(proto.Op(op.op, proto.PT_NULL, op.name))
+    return proto.OK, out
+
+
+def _write(ns, req):
+    rc, must_not_create, is_replace, has_read_all = _check_write_ops(req)
+    if rc:
+        return Reply(rc)
+    if ns.stop_writes():
+        return Reply(proto.ERR_SERVER_FULL)
+
+    now = now_void_time()
+    rec = ns.live(req.digest, now)
+    exists = rec is not None
+    old_gen = rec.generation if exists else 0
+    old_void = rec.void_time if exists else 0
+
+    if must_not_create and not exists:
+        return Reply(proto.ERR_NOT_FOUND)
+    if req.info2 & proto.INFO2_CREATE_ONLY and exists:
+        return Reply(proto.ERR_RECORD_EXISTS, old_gen, old_void)
+    if not _generation_ok(req.info2, req.generation, old_gen):
+        return Reply(proto.ERR_GENERATION, old_gen, old_void)
+    if exists and req.key is not None and rec.key is not None and rec.key != req.key:
+        return Reply(proto.ERR_KEY_MISMATCH, old_gen, old_void)
+
+    rc, ttl = ns.check_ttl(req.ttl, exists)
+    if rc:
+        return Reply(rc, old_gen, old_void)
+
+    bins = {} if (is_replace or not exists) else dict(rec.bins)
+    rc, out = _apply_ops(req, bins, has_read_all)
+    if rc:
+        return Reply(rc, old_gen, old_void)
+
+    if not bins:
+        if not exists:
+            return Reply(proto.ERR_NOT_FOUND)
+        ns.delete(req.digest)  # the write removed the last bin
+        return Reply(proto.OK)
+
+    new = Record(
+        set_name=req.set_name or (rec.set_name if exists else ""),
+        bins=bins,
+        generation=((old_gen + 1) & 0xFFFF) or 1,
+        void_time=ns.void_time_for(ttl, old_void, now),
+        key=req.key if req.key is not None else (rec.key if exists else None),
+        last_update_ms=int(time.time() * 1000),
+    )
+    if ns.too_big(new):
+        return Reply(proto.ERR_RECORD_TOO_BIG, old_gen, old_void)
+    ns.store(req.digest, new)
+    if has_read_all:
+        out = all_bins(new)
+    return Reply(proto.OK, new.generation, new.void_time, out)

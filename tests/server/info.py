@@ -1,0 +1,307 @@
+"""Info protocol (proto type 1): the commands the C client's tend thread and
+applications send, answered as a single-node CE 8.1.2.0 server would, plus
+the fixture's own `fixture-*` commands (which a real server answers with
+ERROR:4:unrecognized command, so a test can tell the fixture apart).
+
+Request body: commands, each ended by '\\n'. Response body: for each command
+"<command as sent>\\t<value>\\n" (thr_info.c handle_cmds).
+"""
+
+import base64
+
+from .faults import FaultSpecError
+from .store import CONFIG_KEYS, now_void_time
+
+BUILD = "8.1.2.0"
+EDITION = "Aerospike Community Edition"
+FEATURES = (
+    "batch-any;batch-index;blob-bits;cdt-index;cdt-list;cdt-map;cluster-stable;"
+    "float;geo;sindex-exists;peers;pipelining;pquery;pscans;query-show;"
+    "relaxed-sc;replicas;replicas-all;replicas-master;replicas-max;"
+    "truncate-namespace;udf"
+)
+PARTITION_GENERATION = 1
+PEERS_GENERATION = 1
+CLUSTER_KEY = "9A4F3B6C2D1E"
+# All 4096 partitions owned: 512 bytes of 0xFF, 684 base64 characters.
+FULL_BITMAP = base64.b64encode(b"\xff" * 512).decode()
+
+ERR_UNRECOGNIZED = "ERROR:4:unrecognized command"
+
+
+def split_command(cmd):
+    """Split 'name:params' / 'name/arg' the way thr_info.c parse_cmd does."""
+    cuts = [i for i in (cmd.find("/"), cmd.find(":"), cmd.find(";")) if i >= 0]
+    if not cuts:
+        return cmd, ""
+    at = min(cuts)
+    return cmd[:at], cmd[at + 1 :]
+
+
+def parse_params(params):
+    """'a=1;b=2' -> {'a': '1', 'b': '2'} (keys without '=' map to '')."""
+    out = {}
+    for item in filter(None, params.split(";")):
+        key, _, value = item.partition("=")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def kv(pairs):
+    return ";".join("%s=%s" % (k, v) for k, v in pairs)
+
+
+def _bool(b):
+    return "true" if b else "false"
+
+
+class InfoHandler:
+    def __init__(self, fx):
+        self.fx = fx
+
+    def respond(self, body):
+        """Answer an info request body; return the response body bytes."""
+        text = body.decode("utf-8", "replace")
+        if not text.strip("\n"):
+            text = "node\nbuild\nedition\nversion\n"  # summary (deprecated in 8.1)
+        commands = text.split("\n")
+        if commands and commands[-1] == "":
+            commands.pop()
+        lines = ["%s\t%s\n" % (cmd, self.answer(cmd)) for cmd in commands]
+        return "".join(lines).encode()
+
+    def answer(self, cmd):
+        name, params = split_command(cmd)
+        method = getattr(self, "cmd_" + name.replace("-", "_"), None)
+        if method is None:
+            return ERR_UNRECOGNIZED
+        return method(params)
+
+    # -- cluster and node ---------------------------------------------------
+
+    def cmd_node(self, _):
+        return self.fx.node_name
+
+    def cmd_build(self, _):
+        return BUILD
+
+    def cmd_edition(self, _):
+        return EDITION
+
+    def cmd_version(self, _):
+        return "%s build %s" % (EDITION, BUILD)
+
+    def cmd_features(self, _):
+        return FEATURES
+
+    def cmd_partition_generation(self, _):
+        return str(PARTITION_GENERATION)
+
+    def cmd_partitions(self, _):
+        return "4096"
+
+    def cmd_cluster_name(self, _):
+        return "null"
+
+    def cmd_cluster_stable(self, params):
+        ns = parse_params(params).get("namespace")
+        if ns and self.fx.store.get(ns) is None:
+            return "ERROR:20:namespace not found on node"
+        return CLUSTER_KEY
+
+    def cmd_user_agent_set(self, _):
+        return "ok"
+
+    def cmd_peers_generation(self, _):
+        return str(PEERS_GENERATION)
+
+    def _peers(self, _):
+        return "%d,%d,[]" % (PEERS_GENERATION, self.fx.port)
+
+    cmd_peers_clear_std = cmd_peers_clear_alt = _peers
+    cmd_peers_tls_std = cmd_peers_tls_alt = _peers
+
+    def _service(self, _):
+        return "127.0.0.1:%d" % self.fx.port
+
+    cmd_service_clear_std = cmd_service_clear_alt = cmd_service = _service
+
+    def cmd_services(self, _):
+        return ""
+
+    def cmd_services_alternate(self, _):
+        return ""
+
+    def cmd_rebalance_generation(self, _):
+        return str(PARTITION_GENERATION)
+
+    def cmd_rack_ids(self, _):
+        return ";".join("%s:0" % ns for ns in self.fx.store.names())
+
+    def cmd_replicas(self, _):
+        names = self.fx.store.names()[:32]
+        return "".join("%s:0,1,%s;" % (ns, FULL_BITMAP) for ns in names)
+
+    def cmd_replicas_master(self, _):
+        return ";".join("%s:%s" % (ns, FULL_BITMAP) for ns in self.fx.store.names())
+
+    def cmd_replicas_all(self, _):
+        return ";".join("%s:1,%s" % (ns, FULL_BITMAP) for ns in self.fx.store.names())
+
+    def cmd_namespaces(self, _):
+        return ";".join(self.fx.store.names())
+
+    # -- namespace statistics and config -----------------------------------
+
+    def _ns_stats(self, ns):
+        with self.fx.store.lock:
+            ns.purge_expired()
+            objects = len(ns.records)
+            used = ns.bytes_used
+            non_expirable = sum(1 for r in ns.records.values() if r.void_time == 0)
+        cfg = ns.config
+        pairs = [
+            ("ns_cluster_size", 1),
+            ("effective_replication_factor", 1),
+            ("objects", objects),
+            ("tombstones", 0),
+            ("master_objects", objects),
+            ("prole_objects", 0),
+            ("unavailable_partitions", 0),
+            ("dead_partitions", 0),
+            ("clock_skew_stop_writes", "false"),
+            ("stop_writes", _bool(ns.stop_writes())),
+            ("hwm_breached", "false"),
+            ("current_time", now_void_time()),
+            ("non_expirable_objects", non_expirable),
+            ("expired_objects", 0),
+            ("evicted_objects", 0),
+            ("index_used_bytes", objects * 64),
+        ]
+        if cfg.write_block_size:
+            pairs.append(("device_used_bytes", used))
+        else:
+            pairs += [
+                ("data_used_bytes", used),
+                ("data_total_bytes", cfg.data_size),
+                ("data_avail_pct", 100 - (100 * used // cfg.data_size if cfg.data_size else 0)),
+            ]
+        return kv(pairs)
+
+    def _ns_config(self, ns):
+        cfg = ns.config
+        pairs = [
+            ("allow-ttl-without-nsup", _bool(cfg.allow_ttl_without_nsup)),
+            ("apply-ttl-reductions", "true"),
+            ("conflict-resolution-policy", "generation"),
+            ("default-read-touch-ttl-pct", 0),
+            ("default-ttl", cfg.default_ttl),
+            ("disallow-null-setname", "false"),
+            ("max-record-size", cfg.max_record_size),
+            ("nsup-hist-period", 3600),
+            ("nsup-period", cfg.nsup_period),
+            ("nsup-threads", 1),
+            ("replication-factor", 1),
+            ("strong-consistency", "false"),
+            ("transaction-pending-limit", 20),
+            ("storage-engine", "device" if cfg.write_block_size else "memory"),
+        ]
+        if cfg.write_block_size:
+            pairs += [
+                ("storage-engine.flush-max-ms", 1000),
+                ("storage-engine.write-block-size", cfg.write_block_size),
+            ]
+        else:
+            pairs += [
+                ("storage-engine.data-size", cfg.data_size),
+                ("storage-engine.defrag-lwm-pct", 50),
+                ("storage-engine.stop-writes-used-pct", 70),
+            ]
+        return kv(pairs)
+
+    def cmd_namespace(self, params):
+        ns = self.fx.store.get(params)
+        if ns is None:
+            return "type=unknown"
+        return self._ns_stats(ns) + ";" + self._ns_config(ns)
+
+    def cmd_get_config(self, params):
+        p = parse_params(params)
+        if p.get("context") != "namespace":
+            return "ERROR:4:invalid context"
+        ns = self.fx.store.get(p.get("id", p.get("namespace", "")))
+        if ns is None:
+            return "ERROR:20:namespace not found on node"
+        return self._ns_config(ns)
+
+    def cmd_set_config(self, params):
+        p = parse_params(params)
+        if p.pop("context", None) != "namespace":
+            return "ERROR:4:invalid context"
+        ns = self.fx.store.get(p.pop("id", p.pop("namespace", "")))
+        if ns is None:
+            return "ERROR:20:namespace not found on node"
+        if len(p) != 1 or next(iter(p)) not in CONFIG_KEYS:
+            return "ERROR:4:invalid set-config parameter"
+        key, value = next(iter(p.items()))
+        with self.fx.store.lock:
+            trial = type(ns.config)(**ns.config.__dict__)
+            try:
+                trial.set(key, value)
+            except ValueError:
+                return "ERROR:4:invalid set-config parameter"
+            # cfg_info.c refuses a non-zero default-ttl while nsup-period is 0.
+            if trial.default_ttl and not trial.nsup_period and not trial.allow_ttl_without_nsup:
+                return "ERROR:4:invalid set-config parameter"
+            ns.config = trial
+        return "ok"
+
+    def _truncate(self, params):
+        p = parse_params(params)
+        ns = self.fx.store.get(p.get("namespace", ""))
+        if ns is None:
+            return "ERROR:20:namespace not found on node"
+        set_name = p.get("set")
+        lut_ms = int(p["lut"]) // 1_000_000 if p.get("lut") else None
+        with self.fx.store.lock:
+            doomed = [
+                d
+                for d, r in ns.records.items()
+                if (set_name is None or r.set_name == set_name)
+                and (lut_ms is None or r.last_update_ms < lut_ms)
+            ]
+            for d in doomed:
+                ns.delete(d)
+        return "ok"
+
+    cmd_truncate = cmd_truncate_namespace = _truncate
+
+    # -- fixture commands ---------------------------------------------------
+
+    def cmd_fixture_reset(self, _):
+        self.fx.store.reset()
+        self.fx.faults.clear()
+        self.fx.stats.reset()
+        return "ok"
+
+    def cmd_fixture_clear_faults(self, _):
+        # Serve normally again but keep the records: what a crashed writer left.
+        self.fx.faults.clear()
+        return "ok"
+
+    def cmd_fixture_fault(self, params):
+        try:
+            self.fx.faults.add(params)
+        except FaultSpecError as exc:
+            return "ERROR:4:%s" % exc
+        return "ok"
+
+    def cmd_fixture_stats(self, _):
+        pairs = list(self.fx.stats.snapshot().items())
+        pairs.append(("faults_fired", self.fx.faults.fired))
+        with self.fx.store.lock:
+            for name, ns in self.fx.store.namespaces.items():
+                ns.purge_expired()
+                pairs.append(("records.%s" % name, len(ns.records)))
+                pairs.append(("bytes.%s" % name, ns.bytes_used))
+        return kv(pairs)
