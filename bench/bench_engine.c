@@ -338,7 +338,7 @@ main(int argc, char **argv)
         die("hosts", "give -h host:port or set AEROSPIKE_TEST_HOSTS");
     if (o.threads < 1 || o.threads > 64 || o.count < 1)
         die("options", "threads must be 1..64 and count >= 1");
-    printf("%s\n", lmca_version());
+    printf("lmca %s, libaerospike %s\n", lmca_version(), lmca_aerospike_version());
     if (strcmp(o.mode, "batch") != 0)
         chunk_mode(&o);
     if (strcmp(o.mode, "chunk") != 0)

@@ -415,8 +415,12 @@ typedef enum {
 LMCA_EXTERN int lmca_scan(lmca_t *h, lmca_scan_mode mode, lmca_scan_cb cb, void *udata,
                           lmca_err_t *err);
 
-/* "lmca <version> (libaerospike <version>)". Static storage. */
+/* Version of this engine, "0.1.0". Static storage. */
+#define LMCA_VERSION "0.1.0"
 LMCA_EXTERN const char *lmca_version(void);
+
+/* Version of the libaerospike linked in, e.g. "7.6.1". Static storage. */
+LMCA_EXTERN const char *lmca_aerospike_version(void);
 
 #ifdef __cplusplus
 }

@@ -6,17 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <aerospike/version.h>
-
 #include "wire.h"
-
-#define STR_(x) #x
-#define STR(x) STR_(x)
 
 const char *
 lmca_version(void)
 {
-    return "lmca 0.1.0 (libaerospike " STR(AEROSPIKE_CLIENT_VERSION) ")";
+    return LMCA_VERSION;
 }
 
 void

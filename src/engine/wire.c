@@ -11,6 +11,7 @@
 #include <aerospike/aerospike_scan.h>
 #include <aerospike/as_boolean.h>
 #include <aerospike/as_record_iterator.h>
+#include <aerospike/version.h>
 
 #include "wire.h"
 
@@ -113,6 +114,12 @@ fail(lmca_err_t *err, const as_error *e, const char *what, const char *key)
  * Open and close.
  */
 
+const char *
+lmca_aerospike_version(void)
+{
+    return aerospike_client_version;
+}
+
 static void
 init_policies(lmca__wire *w, const lmca_config_t *cfg)
 {
@@ -152,6 +159,30 @@ init_policies(lmca__wire *w, const lmca_config_t *cfg)
     w->info.timeout = cfg->read_timeout_ms;
 }
 
+/* Seeds from "h1:3000,h2". With a tls_name, every seed is a TLS host of that
+   name (Enterprise Edition; passed through, not validated here). */
+static bool
+add_hosts(as_config *ac, const lmca_config_t *cfg)
+{
+    char list[1024], *save = NULL;
+
+    if (cfg->tls_name == NULL || *cfg->tls_name == '\0')
+        return as_config_add_hosts(ac, cfg->hosts, 3000);
+    if (snprintf(list, sizeof list, "%s", cfg->hosts) >= (int)sizeof list)
+        return false;
+    ac->tls.enable = true;
+    for (char *h = strtok_r(list, ",", &save); h; h = strtok_r(NULL, ",", &save)) {
+        char *colon = strrchr(h, ':');
+        long port = colon ? strtol(colon + 1, NULL, 10) : 3000;
+        if (colon)
+            *colon = '\0';
+        if (*h == '\0' || port <= 0 || port > 65535)
+            return false;
+        as_config_tls_add_host(ac, h, cfg->tls_name, (uint16_t)port);
+    }
+    return true;
+}
+
 int
 lmca__wire_open(const lmca_config_t *cfg, lmca__wire **out, lmca_err_t *err)
 {
@@ -165,7 +196,7 @@ lmca__wire_open(const lmca_config_t *cfg, lmca__wire **out, lmca_err_t *err)
     snprintf(w->set, sizeof w->set, "%s", cfg->set);
     init_policies(w, cfg);
     as_config_init(&ac);
-    if (!as_config_add_hosts(&ac, cfg->hosts, 3000)) {
+    if (!add_hosts(&ac, cfg)) {
         free(w);
         return lmca__fail(err, LMCA_ECONFIG, 0, "config hosts=\"%s\": not a host[:port],... list",
                           cfg->hosts);
@@ -174,8 +205,6 @@ lmca__wire_open(const lmca_config_t *cfg, lmca__wire **out, lmca_err_t *err)
     ac.max_conns_per_node = cfg->max_conns_per_node;
     if (cfg->username && *cfg->username)
         as_config_set_user(&ac, cfg->username, cfg->password ? cfg->password : "");
-    if (cfg->tls_name && *cfg->tls_name)
-        ac.tls.enable = true;
     aerospike_init(&w->as, &ac);
     if (aerospike_connect(&w->as, &e) != AEROSPIKE_OK) {
         int rc = lmca__fail(err, LMCA_ECONNECTION, e.code,

@@ -62,6 +62,22 @@ TEST(unreachable_cluster_is_connection_error)
     ASSERT_CONTAINS(err.msg, "127.0.0.1:1");
 }
 
+TEST(tls_name_is_passed_through_to_the_client)
+{
+    /* The test servers speak plain TCP: a client that insists on TLS with the
+       given name cannot connect, which shows the setting reached libaerospike. */
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    th_config(&cfg, "lmcache");
+    cfg.tls_name = "node1.example";
+    cfg.connect_timeout_ms = 300;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_ECONNECTION, &err);
+    cfg.hosts = "127.0.0.1:99999";
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_ECONFIG, &err);
+    ASSERT_CONTAINS(err.msg, "127.0.0.1:99999");
+}
+
 TEST(unknown_namespace_is_namespace_error)
 {
     lmca_config_t cfg;
@@ -255,6 +271,7 @@ TEST_LIST = {
     T(limits_discovered_on_1mib_namespace_clamp_target),
     T(limits_from_write_block_size_on_legacy_server),
     T(unreachable_cluster_is_connection_error),
+    T(tls_name_is_passed_through_to_the_client),
     T(unknown_namespace_is_namespace_error),
     T(ttl_with_nsup_period_0_fails_at_open),
     T(never_expiring_ttl_works_with_nsup_period_0),
