@@ -392,6 +392,18 @@ batch_fail(lmca_err_t *err, const as_error *e, as_batch_records *recs, const cha
     return fail(err, e, what, "");
 }
 
+/* Maps the overall result of a batch call: a BATCH_FAILED is reported by the
+   row that caused it, anything else by the call. */
+static int
+batch_result(as_status rc, lmca_err_t *err, const as_error *e, as_batch_records *recs,
+             const char *what, const char *first_key)
+{
+    if (rc == AEROSPIKE_OK)
+        return LMCA_OK;
+    return e->code == AEROSPIKE_BATCH_FAILED ? batch_fail(err, e, recs, what)
+                                             : fail(err, e, what, first_key);
+}
+
 int
 lmca__wire_read_many(lmca__wire *w, const char *const *keys, size_t n, const char *payload,
                      lmca__sink *sinks, lmca__bin_cb cb, int *results, lmca_err_t *err)
@@ -437,9 +449,8 @@ lmca__wire_exists_many(lmca__wire *w, const char *const *keys, size_t n, uint8_t
         as_key_init_str(&r->key, w->ns, w->set, keys[i]);
         /* no bins and no ops: a header-only read, the batch form of exists */
     }
-    if (aerospike_batch_read(&w->as, &e, &w->batch, &recs) != AEROSPIKE_OK)
-        rc = e.code == AEROSPIKE_BATCH_FAILED ? batch_fail(err, &e, &recs, "batch exists")
-                                              : fail(err, &e, "batch exists", keys[0]);
+    rc = batch_result(aerospike_batch_read(&w->as, &e, &w->batch, &recs), err, &e, &recs,
+                      "batch exists", keys[0]);
     for (size_t i = 0; rc == LMCA_OK && i < n; i++) {
         as_batch_read_record *r = as_vector_get(&recs.list, (uint32_t)i);
         found[i] = r->result == AEROSPIKE_OK;
@@ -469,9 +480,8 @@ lmca__wire_write_many(lmca__wire *w, const char *const *keys, const lmca__bin *c
         r->ops = &ops[i];
         r->policy = &w->batch_write;
     }
-    if (aerospike_batch_write(&w->as, &e, &w->batch_write_parent, &recs) != AEROSPIKE_OK)
-        rc = e.code == AEROSPIKE_BATCH_FAILED ? batch_fail(err, &e, &recs, "batch put")
-                                              : fail(err, &e, "batch put", keys[0]);
+    rc = batch_result(aerospike_batch_write(&w->as, &e, &w->batch_write_parent, &recs), err, &e, &recs,
+                      "batch put", keys[0]);
     as_batch_records_destroy(&recs);
     for (size_t i = 0; i < n; i++)
         as_operations_destroy(&ops[i]);
@@ -503,9 +513,8 @@ lmca__wire_remove_many(lmca__wire *w, const char *const *keys, size_t n, lmca_er
         as_key_init_str(&r->key, w->ns, w->set, keys[i]);
     }
     /* Missing rows answer NOT_FOUND, which does not fail the batch. */
-    if (aerospike_batch_write(&w->as, &e, &w->batch_write_parent, &recs) != AEROSPIKE_OK)
-        rc = e.code == AEROSPIKE_BATCH_FAILED ? batch_fail(err, &e, &recs, "batch remove")
-                                              : fail(err, &e, "batch remove", keys[0]);
+    rc = batch_result(aerospike_batch_write(&w->as, &e, &w->batch_write_parent, &recs), err, &e, &recs,
+                      "batch remove", keys[0]);
     as_batch_records_destroy(&recs);
     return rc;
 }
