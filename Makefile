@@ -44,6 +44,7 @@ $(BUILD)/%.o: %.c $(DEPS_MK) $(wildcard include/*.h src/engine/*.h tests/c/*.h)
 	$(CC) $(ALL_CFLAGS) $(AS_INC) -c $< -o $@
 
 $(BUILD)/liblmca.a: $(ENGINE_OBJ)
+	rm -f $@
 	ar rcs $@ $^
 
 $(BUILD)/tests/harness.o: tests/c/harness.c tests/c/harness.h $(DEPS_MK)

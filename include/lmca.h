@@ -370,6 +370,34 @@ LMCA_EXTERN int lmca_write_meta(lmca_t *h, const char *key, const lmca_meta_t *m
                                 const void *payload, const lmca_put_opts_t *opts,
                                 lmca_err_t *err);
 
+/*
+ * Reads the meta records of `n` keys in batch calls (for many small chunks at
+ * once). For each single-record chunk whose payload fits caps[i], the payload is
+ * received into bufs[i] and inline_lens[i] set (else 0). `bufs` and `caps` may
+ * be NULL (meta only).
+ * @param[out] results  per key: LMCA_OK (metas[i] filled), LMCA_MISS, or an error.
+ * @return LMCA_OK, or the first error among the keys (its message in err);
+ *   LMCA_EINVAL for a bad key (then nothing is read).
+ */
+LMCA_EXTERN int lmca_read_meta_many(lmca_t *h, const char *const *keys, size_t n,
+                                    lmca_meta_t *metas, void *const *bufs, const size_t *caps,
+                                    size_t *inline_lens, int *results, lmca_err_t *err);
+
+/*
+ * Stores `n` chunks that each fit one record (lmca_plan() gives nseg 1) in
+ * batch calls. opts may be NULL or hold n entries.
+ * @param[out] results  per key: LMCA_OK or the error that row met.
+ * @return LMCA_OK, or the first error (its message in err); LMCA_EINVAL when an
+ *   argument is bad or a payload needs segments (then nothing is written).
+ */
+LMCA_EXTERN int lmca_put_small_many(lmca_t *h, const char *const *keys, size_t n,
+                                    const void *const *bufs, const size_t *lens,
+                                    const lmca_put_opts_t *opts, int *results, lmca_err_t *err);
+
+/* LMCA_OK if the whole payload in `buf` matches meta's CRC (or it has none),
+   else LMCA_MISS. For callers that assemble a chunk from lmca_read_segment(). */
+LMCA_EXTERN int lmca_verify(const lmca_meta_t *meta, const void *buf);
+
 /* Bytes in segment `index` of `meta` (0 when out of range). */
 LMCA_EXTERN uint64_t lmca_segment_len(const lmca_meta_t *meta, uint32_t index);
 

@@ -410,7 +410,7 @@ lmca__wire_read_many(lmca__wire *w, const char *const *keys, size_t n, const cha
 {
     as_batch_records recs;
     as_error e;
-    int rc = LMCA_OK;
+    int rc = LMCA_OK, call;
 
     as_batch_records_init(&recs, (uint32_t)n);
     for (size_t i = 0; i < n; i++) {
@@ -418,19 +418,23 @@ lmca__wire_read_many(lmca__wire *w, const char *const *keys, size_t n, const cha
         as_key_init_str(&r->key, w->ns, w->set, keys[i]);
         r->read_all_bins = true;
     }
-    if (aerospike_batch_read(&w->as, &e, &w->batch, &recs) != AEROSPIKE_OK &&
-        e.code != AEROSPIKE_BATCH_FAILED)
+    call = aerospike_batch_read(&w->as, &e, &w->batch, &recs);
+    if (call != AEROSPIKE_OK && e.code != AEROSPIKE_BATCH_FAILED)
         rc = fail(err, &e, "batch get", keys[0]);
-    for (size_t i = 0; rc == LMCA_OK && i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         as_batch_read_record *r = as_vector_get(&recs.list, (uint32_t)i);
         sinks[i].found = false;
         sinks[i].len = 0;
-        results[i] = fail_code(err, r->result, r->message, "batch get", keys[i]);
+        if (rc != LMCA_OK) {
+            results[i] = rc; /* the whole call failed: so did every row */
+            continue;
+        }
+        results[i] = fail_code(NULL, r->result, r->message, "batch get", keys[i]);
         if (results[i] == LMCA_OK)
             take_record(&r->record, payload, &sinks[i], cb, sinks[i].udata);
-        else if (results[i] != LMCA_MISS)
-            rc = results[i];
     }
+    if (rc == LMCA_OK && call != AEROSPIKE_OK)
+        rc = batch_fail(err, &e, &recs, "batch get");
     as_batch_records_destroy(&recs);
     return rc;
 }
@@ -460,31 +464,36 @@ lmca__wire_exists_many(lmca__wire *w, const char *const *keys, size_t n, uint8_t
 }
 
 int
-lmca__wire_write_many(lmca__wire *w, const char *const *keys, const lmca__bin *const *bins,
-                      unsigned nbins, size_t n, uint32_t ttl, lmca_err_t *err)
+lmca__wire_write_many(lmca__wire *w, lmca__row *rows, size_t n, lmca_err_t *err)
 {
     as_batch_records recs;
     as_operations *ops = calloc(n, sizeof *ops);
     as_error e;
-    int rc = LMCA_OK;
+    int rc;
 
     if (ops == NULL)
         return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory for a batch of %zu writes", n);
     as_batch_records_init(&recs, (uint32_t)n);
     for (size_t i = 0; i < n; i++) {
         as_batch_write_record *r = as_batch_write_reserve(&recs);
-        as_key_init_str(&r->key, w->ns, w->set, keys[i]);
-        as_operations_init(&ops[i], (uint16_t)nbins);
-        add_ops(&ops[i], bins[i], nbins);
-        ops[i].ttl = ttl;
+        as_key_init_str(&r->key, w->ns, w->set, rows[i].key);
+        as_operations_init(&ops[i], (uint16_t)rows[i].nbins);
+        add_ops(&ops[i], rows[i].bins, rows[i].nbins);
+        ops[i].ttl = rows[i].ttl;
         r->ops = &ops[i];
         r->policy = &w->batch_write;
     }
-    rc = batch_result(aerospike_batch_write(&w->as, &e, &w->batch_write_parent, &recs), err, &e, &recs,
-                      "batch put", keys[0]);
-    as_batch_records_destroy(&recs);
-    for (size_t i = 0; i < n; i++)
+    rc = batch_result(aerospike_batch_write(&w->as, &e, &w->batch_write_parent, &recs), err, &e,
+                      &recs, "batch put", rows[0].key);
+    for (size_t i = 0; i < n; i++) {
+        as_batch_write_record *r = as_vector_get(&recs.list, (uint32_t)i);
+        /* A row the server never answered after a failed call failed with it. */
+        rows[i].result = r->result == AEROSPIKE_NO_RESPONSE && rc != LMCA_OK
+                             ? rc
+                             : fail_code(NULL, r->result, r->message, "batch put", rows[i].key);
         as_operations_destroy(&ops[i]);
+    }
+    as_batch_records_destroy(&recs);
     free(ops);
     return rc;
 }

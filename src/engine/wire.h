@@ -65,8 +65,9 @@ int lmca__wire_read(lmca__wire *w, const char *key, const char *const *names,
                     lmca__recinfo *info, lmca_err_t *err);
 
 /* Batch: every record of `keys`, all bins; `payload` into sinks[i], others to
-   cb(sinks[i].udata, bin). results[i] = LMCA_OK or LMCA_MISS per row.
-   @return LMCA_OK when every row was answered, else the first row's error. */
+   cb(sinks[i].udata, bin). results[i] is every row's status (LMCA_OK, LMCA_MISS
+   or an error; all rows carry the call's error when the call itself failed).
+   @return LMCA_OK, or the first error (call or row), with its message in err. */
 int lmca__wire_read_many(lmca__wire *w, const char *const *keys, size_t n, const char *payload,
                          lmca__sink *sinks, lmca__bin_cb cb, int *results, lmca_err_t *err);
 
@@ -74,10 +75,19 @@ int lmca__wire_read_many(lmca__wire *w, const char *const *keys, size_t n, const
 int lmca__wire_exists_many(lmca__wire *w, const char *const *keys, size_t n, uint8_t *found,
                            lmca_err_t *err);
 
-/* Batch write: record i gets bins[i][0..nbins-1], all with `ttl`.
-   @return LMCA_OK when every row succeeded, else the first failing row's error. */
-int lmca__wire_write_many(lmca__wire *w, const char *const *keys, const lmca__bin *const *bins,
-                          unsigned nbins, size_t n, uint32_t ttl, lmca_err_t *err);
+/* One record of a batch write. */
+typedef struct lmca__row {
+    const char *key;
+    const lmca__bin *bins;
+    unsigned nbins;
+    uint32_t ttl;
+    int result; /* out: this row's status */
+} lmca__row;
+
+/* Batch write: every row replaced by its bins, with its TTL.
+   @return LMCA_OK when every row succeeded, else the first failing row's (or
+   the call's) error, with its message in err; rows[i].result says which. */
+int lmca__wire_write_many(lmca__wire *w, lmca__row *rows, size_t n, lmca_err_t *err);
 
 /* @return LMCA_OK, LMCA_MISS (nothing there), error. */
 int lmca__wire_remove(lmca__wire *w, const char *key, lmca_err_t *err);

@@ -162,6 +162,8 @@ th_config(lmca_config_t *cfg, const char *ns)
     cfg->hosts = th_hosts();
     cfg->namespace_ = ns;
     cfg->set = TH_SET;
+    /* Short-lived, so repeated runs cannot fill a real server's namespace. */
+    cfg->default_ttl_seconds = 600;
     cfg->log_cb = collect_log;
 }
 

@@ -378,6 +378,70 @@ TEST(bad_arguments_are_einval)
     lmca_close(h);
 }
 
+TEST(small_chunks_in_batch_calls)
+{
+    lmca_t *h = th_open("small");
+    const char *keys[4] = {th_key("bk"), th_key("bk"), th_key("bk"), th_key("bk")};
+    uint8_t a[3000], b[5000], ra[3000], rb[5000], big[2 * MIB], dummy[1];
+    const void *src[2] = {a, b};
+    const size_t lens[2] = {sizeof a, sizeof b};
+    lmca_put_opts_t opts[2] = {{.serde = "naive"}, {.pin = true}};
+    const char *ask[4];
+    void *dst[4] = {ra, dummy, rb, dummy};
+    size_t caps[4] = {sizeof ra, sizeof dummy, sizeof rb, sizeof dummy}, inl[4];
+    lmca_meta_t metas[4];
+    int results[4];
+    lmca_err_t err = {0};
+
+    th_fill(a, sizeof a, 1);
+    th_fill(b, sizeof b, 2);
+    ASSERT_RC(lmca_put_small_many(h, keys, 2, src, lens, opts, results, &err), LMCA_OK, &err);
+    ASSERT(results[0] == LMCA_OK && results[1] == LMCA_OK);
+    ASSERT_RC(lmca_put(h, keys[3], big, sizeof big, NULL, &err), LMCA_OK, &err);
+    /* ask: hit, miss, hit, multi-segment chunk */
+    ask[0] = keys[0], ask[1] = keys[2], ask[2] = keys[1], ask[3] = keys[3];
+    ASSERT_RC(lmca_read_meta_many(h, ask, 4, metas, dst, caps, inl, results, &err), LMCA_OK,
+              &err);
+    ASSERT_EQ(results[0], LMCA_OK);
+    ASSERT_EQ(results[1], LMCA_MISS);
+    ASSERT_EQ(results[2], LMCA_OK);
+    ASSERT_EQ(results[3], LMCA_OK);
+    ASSERT_EQ(inl[0], sizeof a);
+    ASSERT(memcmp(ra, a, sizeof a) == 0);
+    ASSERT(strcmp(metas[0].serde, "naive") == 0);
+    ASSERT_EQ(inl[2], sizeof b);
+    ASSERT(memcmp(rb, b, sizeof b) == 0);
+    ASSERT(metas[2].pin);
+    ASSERT_EQ(metas[3].nseg, 3);
+    ASSERT_EQ(inl[3], 0);
+    lmca_close(h);
+}
+
+TEST(batch_put_refuses_chunks_that_need_segments)
+{
+    lmca_t *h = th_open("small");
+    const char *keys[2] = {th_key("bk"), th_key("bk")};
+    static uint8_t small[10], big[2 * MIB];
+    const void *src[2] = {small, big};
+    const size_t lens[2] = {sizeof small, sizeof big};
+    int results[2];
+    lmca_err_t err = {0};
+
+    ASSERT_RC(lmca_put_small_many(h, keys, 2, src, lens, NULL, results, &err), LMCA_EINVAL, &err);
+    ASSERT_CONTAINS(err.msg, "single-record chunks only");
+    ASSERT_RC(lmca_exists(h, keys[0], &err), LMCA_MISS, &err); /* nothing was written */
+    lmca_close(h);
+}
+
+TEST(verify_checks_the_payload_crc)
+{
+    lmca_meta_t m = {.nseg = 1, .tot_b = 5, .has_crc32 = true, .crc32 = 0x3610a686};
+    ASSERT_EQ(lmca_verify(&m, "hello"), LMCA_OK); /* zlib crc32("hello") */
+    ASSERT_EQ(lmca_verify(&m, "hellp"), LMCA_MISS);
+    m.has_crc32 = false;
+    ASSERT_EQ(lmca_verify(&m, "hellp"), LMCA_OK);
+}
+
 /* Several threads share one handle (the libaerospike client is thread-safe). */
 static void *
 worker(void *arg)
@@ -429,6 +493,9 @@ TEST_LIST = {
     T(touch_pins_and_unpins_every_record),
     T(remove_deletes_meta_and_segments),
     T(bad_arguments_are_einval),
+    T(small_chunks_in_batch_calls),
+    T(batch_put_refuses_chunks_that_need_segments),
+    T(verify_checks_the_payload_crc),
     T(threads_share_one_handle),
 };
 TEST_MAIN()
