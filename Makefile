@@ -23,12 +23,12 @@ DEPS_MK := .deps/aerospike.mk
 $(DEPS_MK): scripts/deps.sh
 	scripts/deps.sh
 
-ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(WARN) $(CFLAGS) $(SANFLAGS) -Iinclude -Isrc/engine
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(WARN) $(CFLAGS) $(SANFLAGS) -Iinclude -Isrc/engine -Isrc/async
 # libaerospike's headers are not -Wextra clean (system headers silence that)
 # and use GNU `asm`, which strict C11 spells __asm__.
 AS_INC := $(patsubst -I%,-isystem %,$(AS_CFLAGS)) -Dasm=__asm__
 
-ENGINE_SRC := $(wildcard src/engine/*.c)
+ENGINE_SRC := $(wildcard src/engine/*.c src/async/*.c)
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/c/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/c/%.c=$(BUILD)/tests/%)
@@ -39,7 +39,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 .PHONY: all test bench clean
 all: $(BUILD)/liblmca.a $(TEST_BIN) $(BENCH_BIN)
 
-$(BUILD)/%.o: %.c $(DEPS_MK) $(wildcard include/*.h src/engine/*.h tests/c/*.h)
+$(BUILD)/%.o: %.c $(DEPS_MK) $(wildcard include/*.h src/*/*.h tests/c/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(AS_INC) -c $< -o $@
 

@@ -135,6 +135,10 @@ LMCA_EXTERN int lmca_config_validate(const lmca_config_t *cfg, lmca_err_t *err);
  */
 LMCA_EXTERN int lmca_open(const lmca_config_t *cfg, lmca_t **out, lmca_err_t *err);
 
+/* The handle's settings (its own copies of the strings). Valid until
+   lmca_close(). */
+LMCA_EXTERN const lmca_config_t *lmca_config(const lmca_t *h);
+
 /* Closes the client and frees the handle. NULL is a no-op. */
 LMCA_EXTERN void lmca_close(lmca_t *h);
 
@@ -393,6 +397,10 @@ LMCA_EXTERN int lmca_read_meta_many(lmca_t *h, const char *const *keys, size_t n
 LMCA_EXTERN int lmca_put_small_many(lmca_t *h, const char *const *keys, size_t n,
                                     const void *const *bufs, const size_t *lens,
                                     const lmca_put_opts_t *opts, int *results, lmca_err_t *err);
+
+/* The CRC-32 the engine stores (zlib's), for callers that publish a chunk
+   assembled from lmca_write_segment(). */
+LMCA_EXTERN uint32_t lmca_crc32(const void *buf, size_t len);
 
 /* LMCA_OK if the whole payload in `buf` matches meta's CRC (or it has none),
    else LMCA_MISS. For callers that assemble a chunk from lmca_read_segment(). */

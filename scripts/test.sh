@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test and closes with one summary line:
-#   - the C tests (tests/c), built plainly and under ASan+UBSan;
+#   - the C tests (tests/c), built plainly and under ASan+UBSan, and the
+#     asynchronous layer's tests under TSan;
 #   - pytest (tests/), when pytest is installed (scripts/bootstrap.sh installs it).
 # The C tests talk to AEROSPIKE_TEST_HOSTS when it is set (a real server set up as
 # tests/aerospike-test.conf says); otherwise to the protocol test server
@@ -11,6 +12,7 @@ cd "$top"
 
 make -s all || exit 1
 make -s SAN=asan all || exit 1
+make -s SAN=tsan all || exit 1
 
 tmp=$(mktemp -d)
 fixture_pid=
@@ -50,12 +52,11 @@ tally() { # adds "N passed, N failed[, N skipped]" from the last such line of $1
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-for build in build build/asan; do
-    for t in "$build"/tests/test_*; do
-        echo "== $t"
-        "$t" 2>&1 | tee "$tmp/out"
-        tally "$tmp/out" "$t"
-    done
+export TSAN_OPTIONS=halt_on_error=0:second_deadlock_stack=1
+for t in build/tests/test_* build/asan/tests/test_* build/tsan/tests/test_pool*; do
+    echo "== $t"
+    "$t" 2>&1 | tee "$tmp/out"
+    tally "$tmp/out" "$t"
 done
 
 if python3 -c 'import pytest' 2>/dev/null; then

@@ -133,6 +133,12 @@ lmca_close(lmca_t *h)
     free(h);
 }
 
+const lmca_config_t *
+lmca_config(const lmca_t *h)
+{
+    return &h->cfg;
+}
+
 const lmca_limits_t *
 lmca_limits(const lmca_t *h)
 {

@@ -14,6 +14,12 @@ lmca__crc32(const void *p, size_t n)
     return (uint32_t)crc32_z(crc32_z(0, NULL, 0), p, n);
 }
 
+uint32_t
+lmca_crc32(const void *buf, size_t len)
+{
+    return lmca__crc32(buf, len);
+}
+
 uint64_t
 lmca_segment_len(const lmca_meta_t *m, uint32_t index)
 {

@@ -1,0 +1,97 @@
+/*
+ * pool_private.h - the pool's insides, shared by pool.c (threads, queue,
+ * completions) and tasks.c (what a batch turns into, and running it).
+ *
+ * Memory ordering. A batch (job) counts its unfinished tasks in `pending`. A task
+ * that spawns others adds to `pending` before queueing them, and every task ends
+ * with an acq_rel decrement; the thread that brings it to zero completes the job.
+ * So every write a task made to the job (results, error, per-key state) happens
+ * before the completion is built, without a lock. Per-key segment counters work
+ * the same way one level down.
+ */
+#ifndef LMCA_POOL_PRIVATE_H
+#define LMCA_POOL_PRIVATE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "internal.h"
+#include "lmca_async.h"
+
+#define LMCA__BANDS 4
+
+typedef struct lmca__job lmca__job;
+
+typedef enum {
+    LMCA__T_TILE = 1, /* keys [first, first + count) in one batch call */
+    LMCA__T_KEY,      /* one key: its meta record (and inline payload) or remove */
+    LMCA__T_SEGMENT   /* one segment of key `first` */
+} lmca__task_kind;
+
+typedef struct lmca__task {
+    struct lmca__task *next;
+    lmca__job *job;
+    lmca__task_kind kind;
+    size_t first, count;
+    uint32_t segment;
+} lmca__task;
+
+/* Per-key state of chunks that travel as several segment tasks. */
+typedef struct lmca__keystate {
+    lmca_meta_t *meta;      /* GET: the meta record read; SET: what to publish */
+    atomic_uint segs_left;  /* segment tasks still running */
+    atomic_int failed;      /* first segment status that was not LMCA_OK */
+} lmca__keystate;
+
+struct lmca__job {
+    lmca_completion_t c; /* first: what the caller gets back */
+    lmca_pool_t *pool;
+    int band;            /* 0..3 */
+    char **keys;         /* copies, in one allocation with the arrays below */
+    void **bufs;
+    size_t *lens;
+    lmca_put_opts_t *opts;
+    lmca__keystate *ks;
+    atomic_size_t pending;
+    atomic_bool canceled;
+    atomic_flag error_taken;
+};
+
+struct lmca_pool {
+    lmca_t *h;
+    int efd;
+    unsigned nworkers;
+    pthread_t *workers;
+
+    pthread_mutex_t lock; /* guards the queues and `closing` */
+    pthread_cond_t ready;
+    lmca__task *head[LMCA__BANDS], *tail[LMCA__BANDS];
+    bool closing, joined;
+
+    pthread_mutex_t done_lock; /* guards the completion list */
+    lmca_completion_t *done_head, *done_tail;
+    atomic_bool signaled;      /* an eventfd write is pending a drain */
+
+    atomic_uint_fast64_t next_id;
+    atomic_uint_fast64_t submitted, completed, canceled, queued, bytes_read, bytes_written;
+};
+
+/* pool.c */
+lmca__task *lmca__task_new(lmca__job *job, lmca__task_kind kind, size_t first, size_t count,
+                           uint32_t segment);
+/* Queues tasks (a list linked by next) after adding their number to the job's
+   pending count; once the pool is closing, cancels them instead. */
+void lmca__push(lmca_pool_t *p, lmca__task *list);
+/* Ends a task: frees it and completes its job if it was the last. */
+void lmca__task_done(lmca__task *t);
+/* Records the first error of a job. */
+void lmca__job_error(lmca__job *job, int status, const char *msg);
+
+/* tasks.c */
+/* Builds the job's first tasks (a list) from a submitted batch. */
+int lmca__plan_tasks(lmca__job *job, lmca__task **out, lmca_err_t *err);
+void lmca__run(lmca__task *t);
+/* Frees per-key state at completion. */
+void lmca__job_release(lmca__job *job);
+
+#endif /* LMCA_POOL_PRIVATE_H */

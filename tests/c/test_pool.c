@@ -1,0 +1,333 @@
+/*
+ * test_pool.c - the asynchronous layer against a server: batch operations with
+ * per-key results, the eventfd, priority bands, shutdown with work in flight,
+ * and submits that fail without ever completing.
+ */
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "harness.h"
+#include "lmca_async.h"
+
+#define KIB (1024ull)
+#define MIB (1024ull * 1024ull)
+
+/* Waits for completion `id`, freeing others it drains on the way (recorded in
+   `order`, if given, as ids in completion order). */
+static lmca_completion_t *
+wait_for(lmca_pool_t *p, uint64_t id, uint64_t *order, size_t *norder)
+{
+    for (int spins = 0; spins < 600; spins++) {
+        struct pollfd pfd = {.fd = lmca_pool_fd(p), .events = POLLIN};
+        lmca_completion_t *found = NULL;
+        poll(&pfd, 1, 100);
+        for (lmca_completion_t *c = lmca_pool_drain(p), *next; c; c = next) {
+            next = c->next;
+            if (order)
+                order[(*norder)++] = c->id;
+            if (c->id == id)
+                found = c;
+            else
+                lmca_completion_free(c);
+        }
+        if (found)
+            return found;
+    }
+    th_fail(__FILE__, __LINE__, "completion %llu never came", (unsigned long long)id);
+}
+
+/* Drains until `count` completions have come, recording their ids in order. */
+static void
+collect(lmca_pool_t *p, size_t count, uint64_t *order)
+{
+    size_t n = 0;
+    for (int spins = 0; n < count && spins < 600; spins++) {
+        struct pollfd pfd = {.fd = lmca_pool_fd(p), .events = POLLIN};
+        poll(&pfd, 1, 100);
+        for (lmca_completion_t *c = lmca_pool_drain(p), *next; c; c = next) {
+            next = c->next;
+            order[n++] = c->id;
+            lmca_completion_free(c);
+        }
+    }
+    if (n != count)
+        th_fail(__FILE__, __LINE__, "%zu of %zu completions came", n, count);
+}
+
+#define ASSERT_DONE_OK(c)                                                                  \
+    do {                                                                                   \
+        if ((c)->status != LMCA_OK)                                                        \
+            th_fail(__FILE__, __LINE__, "batch failed: %s: %s", lmca_status_name((c)->status), \
+                    (c)->error);                                                           \
+    } while (0)
+
+static uint64_t
+submit(lmca_pool_t *p, lmca_op op, size_t n, const char **keys, void **bufs, size_t *lens)
+{
+    lmca_batch_t b = {.op = op, .n = n, .keys = keys, .bufs = bufs, .lens = lens};
+    lmca_err_t err = {0};
+    uint64_t id = 0;
+    ASSERT_RC(lmca_pool_submit(p, &b, &id, &err), LMCA_OK, &err);
+    ASSERT(id > 0);
+    return id;
+}
+
+/* Sizes that take every path: tiles of small chunks, single records, and
+   chunks of several segments. */
+static const size_t sizes[6] = {1000, 3000, 100 * KIB, 1 * MIB, 10 * MIB, 0};
+
+TEST(batches_round_trip_with_per_key_results)
+{
+    lmca_t *h = th_open("lmcache");
+    lmca_pool_t *p = NULL;
+    lmca_err_t err = {0};
+    const char *keys[7];
+    void *in[6], *out[6];
+    size_t lens[6];
+    lmca_completion_t *c;
+
+    ASSERT_RC(lmca_pool_open(h, 4, &p, &err), LMCA_OK, &err);
+    for (int i = 0; i < 6; i++) {
+        keys[i] = th_key("pool");
+        lens[i] = sizes[i];
+        in[i] = malloc(sizes[i] + 1);
+        out[i] = malloc(sizes[i] + 1);
+        th_fill(in[i], sizes[i], (uint32_t)i + 40);
+    }
+    keys[6] = th_key("absent");
+    c = wait_for(p, submit(p, LMCA_OP_SET, 6, keys, in, lens), NULL, NULL);
+    ASSERT_DONE_OK(c);
+    for (int i = 0; i < 6; i++)
+        ASSERT_EQ(c->results[i], 1);
+    lmca_completion_free(c);
+
+    c = wait_for(p, submit(p, LMCA_OP_GET, 6, keys, out, lens), NULL, NULL);
+    ASSERT_DONE_OK(c);
+    for (int i = 0; i < 6; i++) {
+        ASSERT_EQ(c->results[i], 1);
+        ASSERT(memcmp(in[i], out[i], sizes[i]) == 0);
+    }
+    lmca_completion_free(c);
+
+    const char *ask[4] = {keys[0], keys[4], keys[6], keys[1]};
+    c = wait_for(p, submit(p, LMCA_OP_PREFIX, 4, ask, NULL, NULL), NULL, NULL);
+    ASSERT_DONE_OK(c);
+    ASSERT_EQ(c->prefix, 2);
+    ASSERT(c->results[0] && c->results[1] && !c->results[2] && c->results[3]);
+    lmca_completion_free(c);
+
+    c = wait_for(p, submit(p, LMCA_OP_EXISTS, 7, keys, NULL, NULL), NULL, NULL);
+    for (int i = 0; i < 7; i++)
+        ASSERT_EQ(c->results[i], i < 6);
+    lmca_completion_free(c);
+
+    c = wait_for(p, submit(p, LMCA_OP_DELETE, 7, keys, NULL, NULL), NULL, NULL);
+    ASSERT_DONE_OK(c);
+    for (int i = 0; i < 7; i++)
+        ASSERT_EQ(c->results[i], i < 6);
+    lmca_completion_free(c);
+
+    c = wait_for(p, submit(p, LMCA_OP_GET, 6, keys, out, lens), NULL, NULL);
+    ASSERT_DONE_OK(c); /* misses are not errors */
+    for (int i = 0; i < 6; i++)
+        ASSERT_EQ(c->results[i], 0);
+    lmca_completion_free(c);
+    lmca_pool_destroy(p);
+    for (int i = 0; i < 6; i++)
+        free(in[i]), free(out[i]);
+    lmca_close(h);
+}
+
+TEST(get_into_a_buffer_of_another_size_is_a_miss)
+{
+    lmca_t *h = th_open("lmcache");
+    lmca_pool_t *p = NULL;
+    lmca_err_t err = {0};
+    const char *key = th_key("size");
+    static uint8_t data[5000], out[6000];
+    void *in[1] = {data}, *dst[1] = {out};
+    size_t len[1] = {sizeof data}, bigger[1] = {sizeof out}, smaller[1] = {4000};
+    lmca_completion_t *c;
+
+    ASSERT_RC(lmca_pool_open(h, 2, &p, &err), LMCA_OK, &err);
+    lmca_completion_free(wait_for(p, submit(p, LMCA_OP_SET, 1, &key, in, len), NULL, NULL));
+    c = wait_for(p, submit(p, LMCA_OP_GET, 1, &key, dst, bigger), NULL, NULL);
+    ASSERT_EQ(c->results[0], 0);
+    lmca_completion_free(c);
+    c = wait_for(p, submit(p, LMCA_OP_GET, 1, &key, dst, smaller), NULL, NULL);
+    ASSERT_EQ(c->results[0], 0);
+    lmca_completion_free(c);
+    lmca_pool_destroy(p);
+    lmca_close(h);
+}
+
+TEST(eventfd_signals_and_drain_clears_it)
+{
+    lmca_t *h = th_open("lmcache");
+    lmca_pool_t *p = NULL;
+    lmca_err_t err = {0};
+    const char *key = th_key("fd");
+    struct pollfd pfd;
+
+    ASSERT_RC(lmca_pool_open(h, 1, &p, &err), LMCA_OK, &err);
+    pfd = (struct pollfd){.fd = lmca_pool_fd(p), .events = POLLIN};
+    ASSERT_EQ(poll(&pfd, 1, 0), 0); /* nothing yet */
+    submit(p, LMCA_OP_EXISTS, 1, &key, NULL, NULL);
+    submit(p, LMCA_OP_EXISTS, 1, &key, NULL, NULL);
+    ASSERT_EQ(poll(&pfd, 1, 10000), 1);
+    size_t got = 0;
+    for (int spins = 0; got < 2 && spins < 100; spins++) {
+        poll(&pfd, 1, 100);
+        for (lmca_completion_t *c = lmca_pool_drain(p), *next; c; c = next) {
+            next = c->next;
+            got++;
+            lmca_completion_free(c);
+        }
+    }
+    ASSERT_EQ(got, 2);
+    ASSERT_EQ(poll(&pfd, 1, 0), 0); /* drained: not readable */
+    ASSERT(lmca_pool_drain(p) == NULL);
+    lmca_pool_destroy(p);
+    lmca_close(h);
+}
+
+TEST(lookups_overtake_queued_stores)
+{
+    /* One worker, busy with a 64 MiB store (17 segment tasks in the PUT band):
+       a lookup submitted behind it runs before the store's remaining segments,
+       and a small store submitted after the lookup finishes last. */
+    lmca_t *h = th_open("lmcache");
+    lmca_pool_t *p = NULL;
+    lmca_err_t err = {0};
+    size_t big = 64 * MIB, small = 100;
+    uint8_t *buf = calloc(1, big);
+    void *bufs[1] = {buf};
+    size_t bl[1] = {big}, sl[1] = {small};
+    const char *kb = th_key("big"), *ks = th_key("small");
+    uint64_t order[3];
+
+    ASSERT_RC(lmca_pool_open(h, 1, &p, &err), LMCA_OK, &err);
+    uint64_t put_big = submit(p, LMCA_OP_SET, 1, &kb, bufs, bl);
+    uint64_t lookup = submit(p, LMCA_OP_EXISTS, 1, &kb, NULL, NULL);
+    uint64_t put_small = submit(p, LMCA_OP_SET, 1, &ks, bufs, sl);
+    collect(p, 3, order);
+    ASSERT_EQ(order[0], lookup);
+    ASSERT_EQ(order[1], put_big);
+    ASSERT_EQ(order[2], put_small);
+    free(buf);
+    lmca_pool_destroy(p);
+    lmca_close(h);
+}
+
+TEST(shutdown_completes_every_accepted_batch_once)
+{
+    lmca_t *h = th_open("small");
+    lmca_pool_t *p = NULL;
+    lmca_err_t err = {0};
+    size_t len = 3 * MIB;
+    uint8_t *buf = calloc(1, len);
+    void *bufs[1] = {buf};
+    size_t lens[1] = {len};
+    const char *keys[20];
+    uint64_t ids[20];
+    int seen[21] = {0}, canceled = 0;
+
+    ASSERT_RC(lmca_pool_open(h, 1, &p, &err), LMCA_OK, &err);
+    for (int i = 0; i < 20; i++) {
+        keys[i] = th_key("close");
+        ids[i] = submit(p, LMCA_OP_SET, 1, &keys[i], bufs, lens);
+        ASSERT_EQ(ids[i], i + 1);
+    }
+    lmca_pool_shutdown(p);
+    for (lmca_completion_t *c = lmca_pool_drain(p), *next; c; c = next) {
+        next = c->next;
+        ASSERT(c->id >= 1 && c->id <= 20);
+        seen[c->id]++;
+        canceled += c->status == LMCA_ECANCELED;
+        ASSERT(c->status == LMCA_OK || c->status == LMCA_ECANCELED);
+        lmca_completion_free(c);
+    }
+    for (int i = 1; i <= 20; i++)
+        ASSERT_EQ(seen[i], 1);
+    ASSERT(canceled > 0); /* one worker cannot have stored 60 MiB already */
+    lmca_batch_t b = {.op = LMCA_OP_EXISTS, .n = 1, .keys = keys};
+    uint64_t id = 0;
+    ASSERT_RC(lmca_pool_submit(p, &b, &id, &err), LMCA_ECANCELED, &err);
+    ASSERT(lmca_pool_drain(p) == NULL); /* a refused submit never completes */
+    lmca_pool_destroy(p);
+    free(buf);
+    lmca_close(h);
+}
+
+TEST(bad_submits_fail_and_never_complete)
+{
+    lmca_t *h = th_open("lmcache");
+    lmca_pool_t *p = NULL;
+    lmca_err_t err = {0};
+    const char *keys[2] = {"fine", NULL};
+    void *bufs[2] = {NULL, NULL};
+    size_t lens[2] = {10, 10};
+    uint64_t id = 0;
+    lmca_batch_t b = {.op = LMCA_OP_GET, .n = 1, .keys = keys, .bufs = bufs, .lens = lens};
+
+    ASSERT_RC(lmca_pool_open(h, 0, &p, &err), LMCA_EINVAL, &err);
+    ASSERT_RC(lmca_pool_open(h, 2, &p, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_pool_submit(p, &b, &id, &err), LMCA_EINVAL, &err);
+    ASSERT_CONTAINS(err.msg, "NULL buffer");
+    b.op = LMCA_OP_EXISTS, b.n = 2;
+    ASSERT_RC(lmca_pool_submit(p, &b, &id, &err), LMCA_EINVAL, &err);
+    ASSERT_CONTAINS(err.msg, "key is NULL");
+    b.op = (lmca_op)99;
+    ASSERT_RC(lmca_pool_submit(p, &b, &id, &err), LMCA_EINVAL, &err);
+    b.op = LMCA_OP_EXISTS, b.n = 1, b.prio = (lmca_prio)7;
+    ASSERT_RC(lmca_pool_submit(p, &b, &id, &err), LMCA_EINVAL, &err);
+    lmca_pool_shutdown(p);
+    ASSERT(lmca_pool_drain(p) == NULL);
+    lmca_pool_stats_t st;
+    lmca_pool_stats(p, &st);
+    ASSERT_EQ(st.submitted, 0);
+    lmca_pool_destroy(p);
+    lmca_close(h);
+}
+
+TEST(server_errors_fail_the_batch_but_keep_per_key_results)
+{
+    lmca_t *h;
+    lmca_pool_t *p = NULL;
+    lmca_err_t err = {0};
+    const char *keys[2] = {th_key("ok"), th_key("bad")};
+    static uint8_t a[200], b[200];
+    void *bufs[2] = {a, b};
+    size_t lens[2] = {sizeof a, sizeof b};
+    char reckey[LMCA_KEY_MAX + 16], spec[160];
+    lmca_completion_t *c;
+
+    th_need_fixture();
+    h = th_open("lmcache");
+    ASSERT_RC(lmca_pool_open(h, 2, &p, &err), LMCA_OK, &err);
+    lmca_completion_free(wait_for(p, submit(p, LMCA_OP_SET, 2, keys, bufs, lens), NULL, NULL));
+    snprintf(reckey, sizeof reckey, "%s|m", keys[1]);
+    snprintf(spec, sizeof spec, "fixture-fault:kind=result;code=14;digest=%s",
+             th_digest_hex(TH_SET, reckey));
+    ASSERT(strcmp(th_info(spec), "ok") == 0);
+    c = wait_for(p, submit(p, LMCA_OP_GET, 2, keys, bufs, lens), NULL, NULL);
+    ASSERT_EQ(c->status, LMCA_EBUSY);
+    ASSERT_CONTAINS(c->error, keys[1]);
+    ASSERT_EQ(c->results[0], 1);
+    ASSERT_EQ(c->results[1], 0);
+    lmca_completion_free(c);
+    lmca_pool_destroy(p);
+    lmca_close(h);
+}
+
+TEST_LIST = {
+    T(batches_round_trip_with_per_key_results),
+    T(get_into_a_buffer_of_another_size_is_a_miss),
+    T(eventfd_signals_and_drain_clears_it),
+    T(lookups_overtake_queued_stores),
+    T(shutdown_completes_every_accepted_batch_once),
+    T(bad_submits_fail_and_never_complete),
+    T(server_errors_fail_the_batch_but_keep_per_key_results),
+};
+TEST_MAIN()
