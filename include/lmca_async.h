@@ -86,7 +86,8 @@ typedef struct lmca_batch {
  *   DELETE  1 if something was removed
  *   PREFIX  as EXISTS, for the keys looked up; `prefix` holds the count
  * `status` is LMCA_OK when no key met an error (misses are not errors), else the
- * first error, described in `error`; LMCA_ECANCELED after a shutdown.
+ * first error, described in `error` ("<STATUS NAME>: <message>"); LMCA_ECANCELED
+ * after a shutdown.
  */
 typedef struct lmca_completion {
     uint64_t id;

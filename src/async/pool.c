@@ -331,7 +331,9 @@ lmca__job_error(lmca__job *job, int status, const char *msg)
     if (atomic_flag_test_and_set(&job->error_taken))
         return; /* the first error names the batch */
     job->c.status = status;
-    snprintf(job->c.error, sizeof job->c.error, "%s", msg && *msg ? msg : lmca_strerror(status));
+    /* The status name first, so a caller that only sees the text knows the kind. */
+    snprintf(job->c.error, sizeof job->c.error, "%s: %s", lmca_status_name(status),
+             msg && *msg ? msg : lmca_strerror(status));
 }
 
 static void
@@ -347,7 +349,7 @@ complete(lmca__job *job)
             c->prefix++;
     if (atomic_load(&job->canceled)) {
         c->status = LMCA_ECANCELED;
-        snprintf(c->error, sizeof c->error, "canceled: the pool was shut down");
+        snprintf(c->error, sizeof c->error, "ECANCELED: canceled, the pool was shut down");
         atomic_fetch_add_explicit(&p->canceled, 1, memory_order_relaxed);
     }
     atomic_fetch_add_explicit(&p->completed, 1, memory_order_relaxed);

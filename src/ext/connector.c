@@ -284,6 +284,8 @@ submit(Connector *self, lmca_op op, PyObject *keys, PyObject *bufs)
 
     if (check_open(self) < 0)
         return NULL;
+    if (PyUnicode_Check(keys) || PyBytes_Check(keys)) /* a str is a sequence too */
+        return ext_raise(st, LMCA_EINVAL, 0, "keys must be a list or tuple of str");
     PyObject *seq = PySequence_Fast(keys, "keys must be a list or tuple");
     if (seq == NULL)
         return NULL;

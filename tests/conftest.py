@@ -1,0 +1,63 @@
+"""Shared pytest fixtures: the server the tests talk to.
+
+AEROSPIKE_TEST_HOSTS names a real server (set up as tests/aerospike-test.conf
+says); without it a protocol test server (tests/server) is started for the session
+on a free loopback port.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="session")
+def aerospike_hosts():
+    hosts = os.environ.get("AEROSPIKE_TEST_HOSTS")
+    if hosts:
+        yield hosts
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        port_file = os.path.join(tmp, "port")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.server", "--port", "0", "--port-file", port_file],
+            cwd=ROOT,
+        )
+        try:
+            for _ in range(100):
+                if os.path.exists(port_file) and open(port_file).read().strip():
+                    break
+                time.sleep(0.1)
+            else:
+                raise RuntimeError("the test server did not start")
+            yield "127.0.0.1:" + open(port_file).read().strip()
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def info(hosts, command):
+    """Sends one info command over a raw socket (no client library needed) and
+    returns its value."""
+    from tests.server.proto import pack_proto, read_proto  # the wire framing
+
+    host, _, port = hosts.split(",")[0].rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(pack_proto(1, (command + "\n").encode()))
+        _, body = read_proto(sock)
+    line = body.decode().split("\n", 1)[0]
+    return line.split("\t", 1)[1] if "\t" in line else line
+
+
+@pytest.fixture
+def fixture_only(aerospike_hosts):
+    """Skips a test unless the server is the test server (fault injection)."""
+    if info(aerospike_hosts, "fixture-reset") != "ok":
+        pytest.skip("needs the test server's fault injection")
+    return aerospike_hosts

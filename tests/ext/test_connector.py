@@ -1,0 +1,292 @@
+"""lmcache_aerospike._native.Connector: the native-connector contract LMCache's
+NativeConnectorL2Adapter drives, buffer lifetimes, errors, and the blocking calls."""
+
+import os
+import select
+import sys
+import threading
+import tracemalloc
+import uuid
+
+import pytest
+
+from lmcache_aerospike import _native
+from tests.conftest import info
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def connector(aerospike_hosts):
+    c = _native.Connector(hosts=aerospike_hosts, namespace="lmcache", set="lmca_pytest",
+                          default_ttl_seconds=600, num_workers=4)
+    yield c
+    c.close()
+
+
+def keys(n, tag="k"):
+    run = uuid.uuid4().hex[:12]
+    return [f"model@1@0@{run}{i:04x}@{tag}" for i in range(n)]
+
+
+def wait(c, future_id, timeout=60):
+    """Polls the event fd as the adapter's demux thread does, until `future_id`."""
+    seen = []
+    while True:
+        ready, _, _ = select.select([c.event_fd()], [], [], timeout)
+        assert ready, f"no completion for {future_id} within {timeout}s"
+        for done in c.drain_completions():
+            if done[0] == future_id:
+                return done
+            seen.append(done)
+
+
+def payloads(sizes, seed=0):
+    return [bytearray(os.urandom(s)) if s else bytearray() for s in sizes]
+
+
+def test_mixed_batch_reports_hits_and_misses_per_key(connector):
+    ks = keys(5)
+    data = payloads([100, 200 * 1024, 3 * MiB, 9 * MiB, 50])
+    stored = [0, 2, 3]
+    fid, ok, error, results = wait(connector, connector.submit_batch_set(
+        [ks[i] for i in stored], [data[i] for i in stored]))
+    assert (ok, error, results) == (True, "", [True, True, True])
+
+    out = [bytearray(len(d)) for d in data]
+    fid, ok, error, results = wait(connector, connector.submit_batch_get(ks, out))
+    assert ok and error == ""
+    assert results == [True, False, True, True, False]
+    for i in stored:
+        assert out[i] == data[i]
+    assert out[1] == bytearray(len(data[1]))  # a miss leaves the buffer alone
+
+    _, ok, _, results = wait(connector, connector.submit_batch_exists(ks))
+    assert ok and results == [True, False, True, True, False]
+
+
+def test_prefix_is_the_leading_run_of_hits(connector):
+    ks = keys(4)
+    wait(connector, connector.submit_batch_set([ks[0], ks[1], ks[3]], payloads([10, 10, 10])))
+    _, ok, _, results = wait(connector, connector.submit_batch_prefix(ks))
+    assert ok and results == [True, True, False, True]
+    assert connector.prefix(ks) == 2
+    assert connector.prefix(ks[2:]) == 0
+    assert connector.prefix([]) == 0
+
+
+def test_delete_reports_what_it_removed(connector):
+    ks = keys(3)
+    wait(connector, connector.submit_batch_set(ks[:2], payloads([10, 5 * MiB])))
+    _, ok, _, results = wait(connector, connector.submit_batch_delete(ks))
+    assert ok and results == [True, True, False]
+    _, _, _, results = wait(connector, connector.submit_batch_exists(ks))
+    assert results == [False, False, False]
+
+
+def test_future_ids_are_unique_across_operations(connector):
+    ks = keys(2)
+    ids = [connector.submit_batch_set(ks, payloads([10, 10])),
+           connector.submit_batch_exists(ks),
+           connector.submit_batch_get(ks, payloads([10, 10])),
+           connector.submit_batch_delete(ks)]
+    assert len(set(ids)) == 4
+    got = set()
+    while len(got) < 4:
+        select.select([connector.event_fd()], [], [], 30)
+        got |= {done[0] for done in connector.drain_completions()}
+    assert got == set(ids)
+
+
+def test_drain_clears_the_event_fd(connector):
+    wait(connector, connector.submit_batch_exists(keys(1)))
+    assert connector.drain_completions() == []
+    ready, _, _ = select.select([connector.event_fd()], [], [], 0)
+    assert ready == []
+
+
+def test_buffers_are_held_until_their_completion_is_drained(connector):
+    ks = keys(1)
+    buf = bytearray(os.urandom(6 * MiB))
+    before = sys.getrefcount(buf)
+    fid = connector.submit_batch_set(ks, [buf])
+    # The export pins the object: it cannot be resized while the workers use it.
+    with pytest.raises(BufferError):
+        buf.extend(b"x")
+    assert sys.getrefcount(buf) == before + 1
+    wait(connector, fid)
+    assert sys.getrefcount(buf) == before
+    buf.extend(b"x")  # released: resizable again
+    out = bytearray(6 * MiB)
+    _, _, _, results = wait(connector, connector.submit_batch_get(ks, [out]))
+    assert results == [True] and out == buf[:-1]
+
+
+def test_close_with_work_in_flight_cancels_and_releases_everything(aerospike_hosts):
+    c = _native.Connector(hosts=aerospike_hosts, namespace="lmcache", set="lmca_pytest",
+                          num_workers=1, default_ttl_seconds=600)
+    bufs = payloads([4 * MiB] * 12)
+    ids = [c.submit_batch_set([k], [b]) for k, b in zip(keys(12), bufs)]
+    c.close()
+    for b in bufs:
+        b.extend(b"x")  # every export released by close()
+    done = c.drain_completions()
+    assert sorted(d[0] for d in done) == sorted(ids)
+    canceled = [d for d in done if not d[1]]
+    assert canceled, "one worker cannot have stored 48 MiB before close()"
+    assert all("canceled" in d[2] for d in canceled)
+    assert c.drain_completions() == []
+    assert c.closed
+    c.close()  # idempotent
+    with pytest.raises(_native.CanceledError):
+        c.submit_batch_exists(["k"])
+
+
+def test_many_python_threads_submit_at_once(connector):
+    errors, results = [], {}
+    lock = threading.Lock()
+
+    def worker(t):
+        try:
+            ks = keys(8, tag=f"t{t}")
+            data = payloads([1000 * (i + 1) for i in range(8)])
+            for _ in range(5):
+                fid = connector.submit_batch_set(ks, data)
+                with lock:
+                    results[fid] = None
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    while None in results.values():
+        select.select([connector.event_fd()], [], [], 30)
+        for fid, ok, error, res in connector.drain_completions():
+            results[fid] = (ok, res)
+    assert len(results) == 40
+    assert all(ok and all(res) for ok, res in results.values())
+
+
+@pytest.mark.parametrize("call", [
+    lambda c: c.submit_batch_get(["a", "b"], [bytearray(1)]),
+    lambda c: c.submit_batch_set(["a"], [b"x", b"y"]),
+    lambda c: c.submit_batch_get(["a"], [b"read-only"]),
+    lambda c: c.submit_batch_set(["a"], [bytearray()]),
+    lambda c: c.submit_batch_set(["a"], [42]),
+    lambda c: c.submit_batch_exists([""]),
+    lambda c: c.submit_batch_exists(["x" * 1025]),
+    lambda c: c.submit_batch_exists(["nul\0key"]),
+    lambda c: c.submit_batch_exists([b"bytes-key"]),
+    lambda c: c.submit_batch_exists("not-a-list"),
+])
+def test_bad_arguments_raise_and_never_complete(connector, call):
+    with pytest.raises((_native.InvalidArgumentError, TypeError)):
+        call(connector)
+    assert connector.drain_completions() == []
+    assert connector.stats()["submitted"] == 0
+
+
+def test_bad_arguments_name_what_is_wrong(connector):
+    with pytest.raises(_native.InvalidArgumentError, match="2 keys but 1 buffers"):
+        connector.submit_batch_get(["a", "b"], [bytearray(1)])
+    with pytest.raises(_native.InvalidArgumentError, match="buffer 0: bytes, a writable"):
+        connector.submit_batch_get(["a"], [b"read-only"])
+    with pytest.raises(_native.InvalidArgumentError, match="key 1: expected str, got int"):
+        connector.submit_batch_exists(["a", 7])
+    with pytest.raises(TypeError, match="2 positional arguments"):
+        connector.submit_batch_get(["a"])
+
+
+def test_constructor_takes_keywords_and_names_bad_settings(aerospike_hosts):
+    with pytest.raises(TypeError, match="keyword arguments only"):
+        _native.Connector(aerospike_hosts)
+    with pytest.raises(_native.ConfigError, match="unknown_key"):
+        _native.Connector(hosts=aerospike_hosts, unknown_key=1)
+    with pytest.raises(_native.ConfigError, match='target_segment_bytes="big"'):
+        _native.Connector(hosts=aerospike_hosts, target_segment_bytes="big")
+    with pytest.raises(_native.ConfigError, match="num_workers"):
+        _native.Connector(hosts=aerospike_hosts, num_workers=0)
+    with pytest.raises(_native.ConfigError, match="expected str, int or bool, got float"):
+        _native.Connector(hosts=aerospike_hosts, read_timeout_ms=1.5)
+    with pytest.raises(_native.NamespaceError, match="nope"):
+        _native.Connector(hosts=aerospike_hosts, namespace="nope")
+    with pytest.raises(_native.ConnectionError) as e:
+        _native.Connector(hosts="127.0.0.1:1", connect_timeout_ms=200)
+    assert isinstance(e.value, ConnectionError)  # also the builtin
+    assert e.value.name == "ECONNECTION" and e.value.status == _native.STATUS_ECONNECTION
+
+
+def test_upstream_set_name_spelling_is_accepted(aerospike_hosts):
+    c = _native.Connector(hosts=aerospike_hosts, namespace="lmcache", set_name="lmca_pytest",
+                          enable_crc32=True, send_key=False)
+    try:
+        k = keys(1)[0]
+        c.put(k, b"abc")
+        assert c.stat(k)["crc32"] is not None
+    finally:
+        c.close()
+
+
+def test_dropped_connections_fail_the_batch_with_a_message(connector, fixture_only):
+    ks = keys(3)
+    wait(connector, connector.submit_batch_set(ks, payloads([10, 20, 30])))
+    assert info(fixture_only, "fixture-fault:kind=drop;op=read") == "ok"
+    try:
+        _, ok, error, results = wait(connector, connector.submit_batch_get(
+            ks, payloads([10, 20, 30])))
+    finally:
+        info(fixture_only, "fixture-clear-faults")
+    assert not ok
+    assert error.startswith("ECONNECTION: batch get ")
+    assert results == [False, False, False]
+
+
+def test_blocking_calls_round_trip(connector):
+    k = keys(1)[0]
+    data = os.urandom(5 * MiB)
+    connector.put(k, data, md=b"\x01\x02", serde="naive", ttl_class="session")
+    meta = connector.stat(k)
+    assert meta["tot_b"] == len(data) and meta["nseg"] == 2 and meta["md"] == b"\x01\x02"
+    assert meta["serde"] == "naive" and meta["ttl_class"] == "session" and not meta["pin"]
+    out = bytearray(len(data))
+    assert connector.get(k, out) == len(data) and out == data
+    assert connector.exists(k)
+    assert connector.touch(k, pin=True) and connector.stat(k)["pin"]
+    assert connector.remove(k) and not connector.exists(k)
+    assert connector.get(k, out) is None and connector.stat(k) is None
+    assert not connector.remove(k) and not connector.touch(k)
+    connector.put(k, b"12345")
+    with pytest.raises(_native.InvalidArgumentError, match="smaller than the stored 5"):
+        connector.get(k, bytearray(2))
+    assert connector.ping() is True
+    assert connector.limits()["max_segment_bytes"] == 8 * MiB - 64 * 1024
+
+
+def test_no_memory_is_left_behind(connector):
+    """Allocations the extension makes for submissions go through PyMem, which
+    tracemalloc sees: after many cycles nothing of ours stays allocated."""
+    ks = keys(4)
+    data = payloads([1000, 2000, 3000, 4000])
+    out = [bytearray(len(d)) for d in data]
+
+    def cycle():
+        wait(connector, connector.submit_batch_set(ks, data))
+        wait(connector, connector.submit_batch_get(ks, out))
+        wait(connector, connector.submit_batch_exists(ks))
+
+    for _ in range(20):
+        cycle()
+    refs = [sys.getrefcount(b) for b in data + out]
+    tracemalloc.start()
+    first = tracemalloc.take_snapshot()
+    for _ in range(200):
+        cycle()
+    second = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    grown = sum(s.size_diff for s in second.compare_to(first, "filename") if s.size_diff > 0)
+    assert grown < 64 * 1024, second.compare_to(first, "lineno")[:5]
+    assert [sys.getrefcount(b) for b in data + out] == refs
