@@ -1,12 +1,31 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian machine for building and testing lmcache-aerospike:
-# Debian packages, Python test packages, and libaerospike (scripts/deps.sh).
+#   - Debian packages (compilers, OpenSSL, libyaml, zlib, valgrind);
+#   - libaerospike, built from the pinned official sources (scripts/deps.sh);
+#   - .venv: CPU-only torch and the pinned LMCache (requirements-lmcache.txt),
+#     pytest, and this package installed editable (which builds the extension).
 # Idempotent: installs only what is missing.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 scripts/install-debian-deps.sh test
-python3 -m pip --version >/dev/null
-python3 -c 'import pytest' 2>/dev/null || python3 -m pip install --quiet 'pytest>=8,<10'
 scripts/deps.sh
+
+# torch 2.13.0's CPU wheel for these machines is built for Python 3.11.
+py=$(command -v python3.11 || command -v python3)
+if [ ! -x .venv/bin/python ]; then
+    "$py" -m venv .venv
+fi
+pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@"; }
+# lmcache declares dependencies we leave out on purpose (see above): no warnings.
+pip_install() { pip install --no-warn-conflicts "$@"; }
+if ! .venv/bin/python -c 'import torch, lmcache' 2>/dev/null; then
+    echo "installing CPU torch and LMCache into .venv" >&2
+    pip_install -r requirements-lmcache.txt
+    # lmcache's wheel declares CUDA-only dependencies; requirements-lmcache.txt
+    # holds what it needs on a CPU, so it goes in without its own.
+    pip_install --no-deps "lmcache==$(sed -n 's/^# *LMCACHE_PIN=//p' requirements-lmcache.txt)"
+fi
+.venv/bin/python -c 'import pytest' 2>/dev/null || pip_install 'pytest>=8,<10'
+pip_install -e .
 make -s all

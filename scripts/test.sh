@@ -13,6 +13,10 @@ cd "$top"
 make -s all || exit 1
 make -s SAN=asan all || exit 1
 make -s SAN=tsan all || exit 1
+# The Python side runs in .venv (scripts/bootstrap.sh) when it exists.
+py=python3
+[ -x .venv/bin/python ] && py=.venv/bin/python
+"$py" setup.py -q build_ext --inplace >/dev/null || exit 1 # the extension, from these sources
 
 tmp=$(mktemp -d)
 fixture_pid=
@@ -59,9 +63,9 @@ for t in build/tests/test_* build/asan/tests/test_* build/tsan/tests/test_pool*;
     tally "$tmp/out" "$t"
 done
 
-if python3 -c 'import pytest' 2>/dev/null; then
-    echo "== pytest"
-    python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$tmp/out"
+if "$py" -c 'import pytest' 2>/dev/null; then
+    echo "== pytest ($py)"
+    "$py" -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$tmp/out"
     line=$(tail -1 "$tmp/out")
     count() { echo "$line" | grep -oE "[0-9]+ ($1)" | awk '{s += $1} END {print s + 0}'; }
     passed=$((passed + $(count passed)))

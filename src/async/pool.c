@@ -220,6 +220,7 @@ lmca_pool_submit(lmca_pool_t *p, const lmca_batch_t *b, uint64_t *id, lmca_err_t
             free(tasks);
             tasks = next;
         }
+        lmca__job_release(job);
         free(job);
         return lmca__fail(err, LMCA_ECANCELED, 0, "submit: the pool is shut down");
     }

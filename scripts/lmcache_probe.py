@@ -4,8 +4,8 @@
 Not a pytest test: run it directly, in the venv built from
 requirements-lmcache.txt:
 
-    python tests/lmcache_probe.py              # table of every probed module
-    python tests/lmcache_probe.py --isolated   # one subprocess per module
+    python scripts/lmcache_probe.py              # table of every probed module
+    python scripts/lmcache_probe.py --isolated   # one subprocess per module
 
 It prints one line per module, "module: ok" or "module: <Error>: reason".
 REQUIRED modules are the ones lmcache-aerospike relies on. Its exit code is 1
