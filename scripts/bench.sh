@@ -21,3 +21,8 @@ fi
 run() { build/bench/bench_engine -c "${BENCH_COUNT:-16}" -t "${BENCH_THREADS:-2}" "$@"; }
 run -s 4128768 -m chunk
 run -s 4194304 -m all
+# The asynchronous connector (the CPython extension) next to blocking calls.
+py=python3
+[ -x .venv/bin/python ] && py=.venv/bin/python
+"$py" setup.py -q build_ext --inplace >/dev/null
+PYTHONPATH=python "$py" bench/bench_native.py --chunks "${BENCH_CHUNKS:-32}"
