@@ -63,15 +63,43 @@ for t in build/tests/test_* build/asan/tests/test_* build/tsan/tests/test_pool*;
     tally "$tmp/out" "$t"
 done
 
-if "$py" -c 'import pytest' 2>/dev/null; then
-    echo "== pytest ($py)"
-    "$py" -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$tmp/out"
-    line=$(tail -1 "$tmp/out")
+# Runs pytest (arguments after the label) and adds its summary to the tally; a
+# non-zero exit with no failed test (a sanitizer's report) counts as a failure.
+pytest_tally() {
+    local label=$1 rc line
+    shift
+    echo "== pytest: $label"
+    "$@" -m pytest -q -p no:cacheprovider "${targets[@]}" 2>&1 | tee "$tmp/out"
+    rc=${PIPESTATUS[0]}
+    line=$(grep -E '^[0-9]+ (passed|failed)|[0-9]+ passed' "$tmp/out" | tail -1)
     count() { echo "$line" | grep -oE "[0-9]+ ($1)" | awk '{s += $1} END {print s + 0}'; }
     passed=$((passed + $(count passed)))
     failed=$((failed + $(count 'failed|errors?')))
     skipped=$((skipped + $(count skipped)))
     [ "$(count passed)" -gt 0 ] || failed=$((failed + 1)) # pytest ran nothing
+    [ "$rc" -eq 0 ] || [ "$(count 'failed|errors?')" -gt 0 ] || failed=$((failed + 1))
+}
+
+if "$py" -c 'import pytest' 2>/dev/null; then
+    targets=(tests)
+    pytest_tally "$py" "$py"
+    # The extension again, built with ASan+UBSan and run with CPython's own
+    # allocator off, so that LeakSanitizer sees every block it allocates.
+    asan_ext=build/asan-ext
+    rm -rf "$asan_ext/pkg" && mkdir -p "$asan_ext/pkg"
+    CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer" \
+        LDFLAGS="-fsanitize=address,undefined" \
+        "$py" setup.py -q build_ext --build-lib "$asan_ext/lib" --build-temp "$asan_ext/tmp" \
+        >/dev/null || exit 1
+    cp -r python/lmcache_aerospike "$asan_ext/pkg/"
+    rm -f "$asan_ext"/pkg/lmcache_aerospike/_native*.so
+    cp "$asan_ext"/lib/lmcache_aerospike/_native*.so "$asan_ext/pkg/lmcache_aerospike/"
+    targets=(tests/ext)
+    pytest_tally "extension under ASan+UBSan" env \
+        LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)" \
+        ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions="$top/tests/ext/lsan.supp" \
+        PYTHONMALLOC=malloc PYTHONPATH="$asan_ext/pkg:$top" \
+        LMCA_EXPECT_NATIVE="$top/$asan_ext/pkg" "$py"
 else
     echo "pytest is not installed: run scripts/bootstrap.sh" >&2
     failed=$((failed + 1))

@@ -290,3 +290,12 @@ def test_no_memory_is_left_behind(connector):
     grown = sum(s.size_diff for s in second.compare_to(first, "filename") if s.size_diff > 0)
     assert grown < 64 * 1024, second.compare_to(first, "lineno")[:5]
     assert [sys.getrefcount(b) for b in data + out] == refs
+
+
+def test_the_extension_under_test_is_this_tree(connector):
+    """scripts/test.sh also runs these tests on an ASan build of the extension
+    placed first on PYTHONPATH; make sure that is the module loaded."""
+    want = os.environ.get("LMCA_EXPECT_NATIVE")
+    if want:
+        assert _native.__file__.startswith(want), _native.__file__
+    assert _native.Connector is type(connector)
