@@ -5,7 +5,7 @@
 set -euo pipefail
 case "${1:-build}" in
 build) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config" ;;
-test) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config valgrind" ;;
+test) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config python3-venv" ;;
 *) echo "usage: $0 build|test" >&2; exit 2 ;;
 esac
 missing=""
