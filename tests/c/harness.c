@@ -131,10 +131,13 @@ th_is_fixture(void)
 }
 
 void
-th_need_fixture(void)
+th_need_fixture(const char *what)
 {
-    if (!th_is_fixture())
-        th_skip("needs the test server's fault injection");
+    char why[200];
+    if (!th_is_fixture()) {
+        snprintf(why, sizeof why, "needs the test server's %s", what);
+        th_skip(why);
+    }
 }
 
 static char log_lines[16 * 1024];

@@ -76,8 +76,9 @@ const char *th_hosts(void);
 /* True when the server is the project's test server (fixture-* commands work). */
 bool th_is_fixture(void);
 
-/* Skips the test unless the server is the test server: for fault injection. */
-void th_need_fixture(void);
+/* Skips the test unless the server is the test server, saying what it needs
+   (fault injection, a namespace only the test server has). */
+void th_need_fixture(const char *what);
 
 /* Sends an info command to the server; returns the value part (static buffer). */
 const char *th_info(const char *cmd);

@@ -61,7 +61,7 @@ TEST(server_results_map_to_typed_errors)
         {22, LMCA_ETTL},     /* forbidden: TTL with nsup-period 0 */
         {1, LMCA_EUNKNOWN},  /* generic server error, code kept */
     };
-    th_need_fixture();
+    th_need_fixture("fault injection");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         lmca_err_t err = {0};
         th_info("fixture-reset");
@@ -73,7 +73,7 @@ TEST(server_results_map_to_typed_errors)
 TEST(missing_meta_record_is_a_miss_not_an_error)
 {
     lmca_err_t err = {0};
-    th_need_fixture();
+    th_need_fixture("fault injection");
     ASSERT_RC(get_with_result(2, &err), LMCA_MISS, &err);
     ASSERT_EQ(err.status, 0); /* misses leave err untouched */
 }
@@ -87,7 +87,7 @@ TEST(slow_server_times_out)
     size_t got;
     const char *key = th_key("slow");
 
-    th_need_fixture();
+    th_need_fixture("fault injection");
     th_config(&cfg, "lmcache");
     cfg.read_timeout_ms = 200;
     ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
@@ -108,7 +108,7 @@ TEST(dropped_connection_is_connection_error)
     const char *key = th_key("drop");
     char spec[128];
 
-    th_need_fixture();
+    th_need_fixture("fault injection");
     h = th_open("lmcache");
     ASSERT_RC(lmca_put(h, key, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
     snprintf(spec, sizeof spec, "kind=drop;op=read;digest=%s", meta_digest(key));
@@ -128,7 +128,7 @@ TEST(server_stopping_mid_put_leaves_a_miss)
     size_t len = 3 * MIB, got; /* 4 segments of 960 KiB on a 1 MiB cap */
     uint8_t *buf = malloc(len);
 
-    th_need_fixture();
+    th_need_fixture("fault injection");
     h = th_open("small");
     th_fill(buf, len, 3);
     fault("kind=stop-writes;after=2");
@@ -152,7 +152,7 @@ TEST(failed_batch_row_fails_the_put_and_names_the_row)
     size_t len = 400 * 1024, got;
     uint8_t *buf = malloc(len);
 
-    th_need_fixture();
+    th_need_fixture("fault injection");
     th_config(&cfg, "small");
     cfg.min_segment_bytes = 32 * 1024;
     cfg.target_segment_bytes = 64 * 1024; /* small segments go in one batch */

@@ -39,7 +39,7 @@ TEST(limits_discovered_on_1mib_namespace_clamp_target)
 
 TEST(limits_from_write_block_size_on_legacy_server)
 {
-    th_need_fixture(); /* a 6.x/7.0 namespace exists only on the test server */
+    th_need_fixture("6.x/7.0-style namespace (write-block-size only)");
     lmca_t *h = th_open("legacy");
     const lmca_limits_t *l = lmca_limits(h);
     ASSERT(strcmp(l->cap_source, "write-block-size") == 0);

@@ -303,7 +303,7 @@ TEST(server_errors_fail_the_batch_but_keep_per_key_results)
     char reckey[LMCA_KEY_MAX + 16], spec[160];
     lmca_completion_t *c;
 
-    th_need_fixture();
+    th_need_fixture("fault injection");
     h = th_open("lmcache");
     ASSERT_RC(lmca_pool_open(h, 2, &p, &err), LMCA_OK, &err);
     lmca_completion_free(wait_for(p, submit(p, LMCA_OP_SET, 2, keys, bufs, lens), NULL, NULL));
