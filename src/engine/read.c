@@ -37,7 +37,22 @@ lmca_read_meta(lmca_t *h, const char *key, lmca_meta_t *meta, void *buf, size_t 
 int
 lmca_stat(lmca_t *h, const char *key, lmca_meta_t *meta, lmca_err_t *err)
 {
-    return lmca_read_meta(h, key, meta, NULL, 0, NULL, err);
+    char mkey[LMCA__RECKEY_SIZE];
+    lmca__meta_reader r;
+    lmca__recinfo info = {0};
+    int rc;
+
+    lmca__meta_begin(&r, meta);
+    if ((rc = lmca__check_key(key, err)) != LMCA_OK)
+        return rc;
+    lmca__meta_key(mkey, key);
+    /* Only the small bins: a single-record chunk's payload stays on the server. */
+    rc = lmca__wire_read(h->wire, mkey, lmca__meta_names, NULL, NULL, lmca__meta_bin, &r, &info,
+                         err);
+    if (rc != LMCA_OK)
+        return rc;
+    meta->ttl = info.ttl;
+    return lmca__meta_complete(&r, NULL) ? LMCA_OK : LMCA_MISS;
 }
 
 int

@@ -49,10 +49,6 @@ scan_record(void *udata, const lmca__scanned *s)
 int
 lmca_scan(lmca_t *h, lmca_scan_mode mode, lmca_scan_cb cb, void *udata, lmca_err_t *err)
 {
-    /* Every bin of a meta record but its payload. */
-    static const char *const names[] = {"ver",   "state",      "nseg", "seg_b",     "tot_b",
-                                        "crc32", "created_at", "pin",  "serde",     "ttl_class",
-                                        "md",    NULL};
     scan_state st = {cb, udata, NULL};
     int rc;
 
@@ -60,7 +56,8 @@ lmca_scan(lmca_t *h, lmca_scan_mode mode, lmca_scan_cb cb, void *udata, lmca_err
         return lmca__fail(err, LMCA_EINVAL, 0, "lmca_scan: NULL callback");
     if (mode == LMCA_SCAN_META && (st.meta = malloc(sizeof *st.meta)) == NULL)
         return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory");
-    rc = lmca__wire_scan(h->wire, mode == LMCA_SCAN_META ? names : NULL, scan_record, &st, err);
+    rc = lmca__wire_scan(h->wire, mode == LMCA_SCAN_META ? lmca__meta_names : NULL, scan_record,
+                         &st, err);
     free(st.meta);
     return rc;
 }

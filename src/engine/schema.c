@@ -20,6 +20,10 @@ lmca_crc32(const void *buf, size_t len)
     return lmca__crc32(buf, len);
 }
 
+const char *const lmca__meta_names[] = {"ver",   "state",      "nseg", "seg_b", "tot_b",
+                                        "crc32", "created_at", "pin",  "serde", "ttl_class",
+                                        "md",    NULL};
+
 uint64_t
 lmca_segment_len(const lmca_meta_t *m, uint32_t index)
 {

@@ -17,6 +17,10 @@
 
 uint32_t lmca__crc32(const void *p, size_t n);
 
+/* Every bin of a meta record but its payload b, NULL-terminated: what stat and
+   scans read, so they never move a payload. */
+extern const char *const lmca__meta_names[];
+
 /* Decoding state of one meta record; lmca__meta_bin is its lmca__bin_cb. */
 typedef struct lmca__meta_reader {
     lmca_meta_t *m;
