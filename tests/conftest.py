@@ -7,14 +7,10 @@ on a free loopback port.
 
 import os
 import socket
-import subprocess
-import sys
-import tempfile
-import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.server.launch import running
 
 
 @pytest.fixture(scope="session")
@@ -23,23 +19,8 @@ def aerospike_hosts():
     if hosts:
         yield hosts
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        port_file = os.path.join(tmp, "port")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.server", "--port", "0", "--port-file", port_file],
-            cwd=ROOT,
-        )
-        try:
-            for _ in range(100):
-                if os.path.exists(port_file) and open(port_file).read().strip():
-                    break
-                time.sleep(0.1)
-            else:
-                raise RuntimeError("the test server did not start")
-            yield "127.0.0.1:" + open(port_file).read().strip()
-        finally:
-            proc.terminate()
-            proc.wait(10)
+    with running() as port:
+        yield f"127.0.0.1:{port}"
 
 
 def info(hosts, command):

@@ -94,11 +94,9 @@ plan_set_key(lmca__job *job, size_t i, task_list *l, bool *small, lmca_err_t *er
     m->seg_b = plan.seg_b;
     m->tot_b = job->lens[i];
     job->ks[i].meta = m;
-    for (lmca__task *t = segment_tasks(job, i, plan.nseg), *next; t; t = next) {
-        next = t->next;
-        t->next = NULL;
-        append(l, t);
-    }
+    append(l, segment_tasks(job, i, plan.nseg));
+    while (l->tail->next) /* segment_tasks gave a list: find its end */
+        l->tail = l->tail->next;
     return LMCA_OK;
 }
 

@@ -8,15 +8,12 @@ fixture without the aerospike package.
 import os
 import socket
 import struct
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.server.launch import running
+
 CITRUSLEAF_EPOCH = 1262304000
 MiB = 1 << 20
 
@@ -98,22 +95,8 @@ def get(sock, ns, digest, set_name="kv"):
 
 @pytest.fixture(scope="module")
 def server_port():
-    with tempfile.TemporaryDirectory() as tmp:
-        port_file = os.path.join(tmp, "port")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.server", "--port", "0", "--port-file", port_file],
-            cwd=REPO_ROOT,
-        )
-        try:
-            deadline = time.time() + 10
-            while not os.path.exists(port_file):
-                assert proc.poll() is None, "fixture exited early"
-                assert time.time() < deadline, "fixture did not write its port file"
-                time.sleep(0.02)
-            yield int(Path(port_file).read_text())
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+    with running() as port:
+        yield port
 
 
 @pytest.fixture

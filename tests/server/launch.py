@@ -1,0 +1,33 @@
+"""Starts the test server in a subprocess for the duration of a `with` block."""
+
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@contextlib.contextmanager
+def running(timeout=10):
+    """Yields the loopback port of a fresh test server; stops it afterwards."""
+    with tempfile.TemporaryDirectory() as tmp:
+        port_file = os.path.join(tmp, "port")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.server", "--port", "0", "--port-file", port_file],
+            cwd=REPO_ROOT,
+        )
+        try:
+            deadline = time.time() + timeout
+            while not (os.path.exists(port_file) and open(port_file).read().strip()):
+                if proc.poll() is not None:
+                    raise RuntimeError("the test server exited early")
+                if time.time() > deadline:
+                    raise RuntimeError("the test server did not write its port file")
+                time.sleep(0.02)
+            yield int(open(port_file).read())
+        finally:
+            proc.terminate()
+            proc.wait(10)
