@@ -7,9 +7,11 @@
  * MiB) under string keys in one Aerospike namespace and set, using the official C
  * client (libaerospike). A chunk is a meta record "<key>|m" plus, when it does not
  * fit one record, segment records "<key>|s|<i>"; the meta record is written last
- * and marks the chunk complete (state "ready"). Readers see either a complete
- * chunk or a miss, never partial data. DESIGN.md explains the layout and the size
- * rules; the pure functions that choose segment sizes are declared below
+ * and marks the chunk complete (state "ready"), and a write id ties every segment
+ * to the meta record that publishes it. Readers see either a complete chunk or a
+ * miss, never partial or mixed data, and everything read from the server is
+ * validated before use ("Chunks" below). DESIGN.md explains the layout and the
+ * size rules; the pure functions that choose segment sizes are declared below
  * (lmca_limits_resolve, lmca_plan) so that tools and tests can run them offline.
  *
  * Threads
@@ -31,13 +33,19 @@
  * See lmca_status.h. Every call returns LMCA_OK, LMCA_MISS where documented, or a
  * negative status; when it fails and `err` is not NULL, `err` says why. The engine
  * never writes to stdout or stderr; warnings and notices go to the log callback.
+ * The engine allocates with malloc; a failed allocation is LMCA_ENOMEM, never an
+ * abort.
  *
  * Caveats
  * -------
  * - Do not use a handle in a child after fork(); open a new one there.
  * - Keys are NUL-terminated strings of at most LMCA_KEY_MAX bytes.
- * - Chunks under one key are assumed to be written with identical bytes by
- *   concurrent writers (LMCache keys are content hashes); the engine uses no CAS.
+ * - The engine uses no CAS. Two writers racing on one key (LMCache keys are
+ *   content hashes, so their bytes are usually equal) can leave segments of
+ *   both; a reader then gets a miss, never a mix, until the next put.
+ * - The log callback of lmca_config_t is kept by the handle and called from any
+ *   thread that calls into it (worker threads included), until lmca_close():
+ *   its udata must live that long and the callback must be thread-safe.
  */
 #ifndef LMCA_H
 #define LMCA_H
@@ -170,11 +178,18 @@ typedef struct lmca_server_info {
     int64_t nsup_period;         /* -1 = not reported */
     int64_t default_ttl;         /* -1 = not reported */
     bool allow_ttl_without_nsup;
+    /* Stop-writes settings, quoted when the server refuses writes as full
+       (-1 = not reported). */
+    int64_t stop_writes_used_pct;       /* storage-engine.stop-writes-used-pct */
+    int64_t stop_writes_avail_pct;      /* storage-engine.stop-writes-avail-pct */
+    int64_t stop_writes_sys_memory_pct; /* stop-writes-sys-memory-pct */
+    int64_t data_size;                  /* storage-engine.data-size (memory) */
 } lmca_server_info_t;
 
 /*
  * Parses the answer to info "namespace/<ns>" (with or without the leading
- * "<request>\t" and trailing newline).
+ * "<request>\t" and trailing newline). The answer is untrusted: any bytes give
+ * a result or an error, never a read past `info`'s NUL.
  * @return LMCA_OK; LMCA_ENAMESPACE for an empty answer, an ERROR answer or
  *   "type=unknown" (unknown namespace), quoting the answer;
  *   LMCA_ESERVER_LIMIT for a size field that is not a number, naming it.
@@ -232,14 +247,33 @@ LMCA_EXTERN int lmca_plan(const lmca_limits_t *limits, uint64_t payload_bytes,
 
 /* ---------------------------------------------------------------------------
  * Chunks
+ *
+ * The chunk protocol (spec 4.3.5, hardened): a put draws a random 64-bit write
+ * id, writes its segments (each carrying the id), then commits the meta record
+ * (carrying the id and the sizes) last. A get reads the meta record, then every
+ * segment, and accepts a segment only if it carries the meta record's write id
+ * and exactly the bytes the meta record promises. So a reader sees the old
+ * bytes, the new bytes or a miss, even when a writer died half-way through an
+ * overwrite or two writers raced on one key, and with CRC off.
+ *
+ * Everything read from the server is untrusted: a record written by another
+ * client, an older version or a crash is checked bin by bin (types, ranges, the
+ * sizes against each other and against the engine's own bounds) before any size
+ * is used. A record that fails is a miss, counted in lmca_stats_t and reported
+ * to the log callback at WARNING, never a crash or wrong bytes.
  */
+
+/* Schema version written in the meta record's ver bin (2: write ids). Records of
+   any other version read as misses. */
+#define LMCA_SCHEMA_VERSION 2
 
 /* What the meta record of a chunk says (spec 4.3.1). */
 typedef struct lmca_meta {
-    uint32_t ver;        /* schema version, 1 */
+    uint32_t ver;        /* schema version, LMCA_SCHEMA_VERSION */
     uint32_t nseg;       /* 1 = payload inline in the meta record */
     uint64_t seg_b;      /* bytes per segment; the last may be shorter */
     uint64_t tot_b;      /* payload bytes */
+    uint64_t wid;        /* write id, carried by every segment of this write */
     bool has_crc32;
     uint32_t crc32;      /* CRC-32 (zlib) of the whole payload */
     int64_t created_at;  /* epoch seconds of the put */
@@ -247,9 +281,14 @@ typedef struct lmca_meta {
     uint32_t ttl;        /* seconds left, 0xFFFFFFFF = never expires */
     char serde[LMCA_TAG_MAX + 1];
     char ttl_class[LMCA_TAG_MAX + 1];
-    size_t md_len;       /* 0 = no md bin */
-    uint8_t md[LMCA_MD_MAX];
+    size_t md_len;       /* bytes in the md bin; 0 = none */
+    uint8_t *md;         /* a malloc'd copy of the md bin, only when asked for
+                            (see lmca_get_t.want_md) and present; else NULL.
+                            Free it with lmca_meta_clear(). */
 } lmca_meta_t;
+
+/* Frees meta->md (if any) and sets it to NULL. Safe on a zeroed meta. */
+LMCA_EXTERN void lmca_meta_clear(lmca_meta_t *meta);
 
 /* Optional attributes of a put; NULL means all defaults. */
 typedef struct lmca_put_opts {
@@ -261,160 +300,225 @@ typedef struct lmca_put_opts {
 } lmca_put_opts_t;
 
 /*
- * Stores `len` bytes from `buf` under `key`: segments first (if any), then the
- * meta record with state "ready". The payload is sent from `buf` as is.
- * An earlier value under `key` is replaced.
+ * Stores `len` bytes from `buf` under `key`: lmca_put_begin, lmca_put_segments
+ * for every segment, lmca_put_commit; on failure lmca_put_abort. The payload is
+ * sent from `buf` as is. An earlier value under `key` is replaced. An empty
+ * payload (len 0) is a valid chunk.
  * @return LMCA_OK;
- *   LMCA_EINVAL       bad key, NULL buf with len > 0, md too long, payload beyond
- *                     lmca_plan() limits;
+ *   LMCA_EINVAL       bad key, NULL buf with len > 0, md or tags too long,
+ *                     payload beyond lmca_plan() limits;
  *   LMCA_ETOO_BIG     the server refused a record as too big (the message gives
  *                     the payload size and the caps, and what to lower);
  *   LMCA_ETTL         the namespace refuses TTL writes (nsup-period 0);
+ *   LMCA_EFULL        the namespace is at stop-writes (the message names its
+ *                     stop-writes settings);
  *   LMCA_ETIMEOUT, LMCA_ECONNECTION, LMCA_EBUSY, LMCA_ENOMEM, LMCA_EUNKNOWN.
- * On failure the key reads as a miss or as its previous value; never partial.
+ * On failure the key reads as a miss or as its previous value; never partial,
+ * and the segments this put wrote are removed (best effort, counted).
  */
 LMCA_EXTERN int lmca_put(lmca_t *h, const char *key, const void *buf, size_t len,
                          const lmca_put_opts_t *opts, lmca_err_t *err);
 
 /*
- * Reads the meta record of `key` (without payload).
- * @return LMCA_OK (meta filled), LMCA_MISS (absent or not ready), or the
- *   transport errors of lmca_put() (LMCA_ETIMEOUT, LMCA_ECONNECTION, LMCA_EBUSY,
- *   LMCA_EUNKNOWN); LMCA_EINVAL for a bad key.
+ * Reads the meta record of `key` (its small bins, never the payload) and
+ * validates it. The md bin, when present, is copied into meta->md: call
+ * lmca_meta_clear(meta) afterwards.
+ * @return LMCA_OK (meta filled), LMCA_MISS (absent, not ready, or corrupt), or
+ *   the transport errors of lmca_put() (LMCA_ETIMEOUT, LMCA_ECONNECTION,
+ *   LMCA_EBUSY, LMCA_EUNKNOWN); LMCA_EINVAL for a bad key; LMCA_ENOMEM.
  */
 LMCA_EXTERN int lmca_stat(lmca_t *h, const char *key, lmca_meta_t *meta, lmca_err_t *err);
 
 /*
- * Reads the chunk under `key` into `buf` (capacity `cap`): the meta record, then
- * the segments (a batch read for small segments, sequential reads for large
- * ones, see batch_threshold_bytes). `*len` receives the payload size; `meta`
- * (may be NULL) receives the meta record.
- * @return LMCA_OK; LMCA_MISS when the key is absent, not ready, a segment is
- *   missing or short, sizes disagree or the CRC does not match (the buffer's
- *   content is then unspecified); LMCA_EINVAL when `cap` is smaller than the
- *   stored payload (`*len` then holds the needed size); the transport errors of
- *   lmca_stat().
+ * Reads the chunk under `key` into `buf` (capacity `cap`): lmca_get_begin,
+ * lmca_get_segments for every segment, lmca_get_end. `*len` receives the
+ * payload size; `meta` (may be NULL) receives the meta record, without md.
+ * @return LMCA_OK; LMCA_MISS when the key is absent, not ready, corrupt, a
+ *   segment is missing, short or from another write, or the CRC does not match
+ *   (the buffer's content is then unspecified); LMCA_EINVAL when `cap` is
+ *   smaller than the stored payload (`*len` then holds the needed size); the
+ *   transport errors of lmca_stat().
  */
 LMCA_EXTERN int lmca_get(lmca_t *h, const char *key, void *buf, size_t cap, size_t *len,
                          lmca_meta_t *meta, lmca_err_t *err);
 
 /*
- * @return LMCA_OK if a ready chunk is stored under `key`, LMCA_MISS if not, or
- *   the transport errors of lmca_stat().
+ * "Present" means: a meta record that reads as a complete, valid chunk (what
+ * lmca_stat returns LMCA_OK for). lmca_exists and lmca_prefix use that one rule;
+ * segments are checked only by a get.
+ * @return LMCA_OK if a chunk is present under `key`, LMCA_MISS if not, or the
+ *   transport errors of lmca_stat().
  */
 LMCA_EXTERN int lmca_exists(lmca_t *h, const char *key, lmca_err_t *err);
 
 /*
- * Looks up `n` keys in one batch read of their meta records with no bins and
- * counts the leading run of hits: [hit, hit, miss, hit] gives 2.
+ * Looks up `n` keys in batch reads of their meta records' small bins and
+ * counts the leading run of present chunks: [hit, hit, miss, hit] gives 2.
  * @param[out] found  per-key 1/0, may be NULL.
- * @return LMCA_OK (count set) or the transport errors of lmca_stat().
+ * @return LMCA_OK (count set); LMCA_EINVAL for a NULL or bad key or more than
+ *   LMCA_BATCH_MAX keys (nothing is read); the transport errors of lmca_stat().
  */
 LMCA_EXTERN int lmca_prefix(lmca_t *h, const char *const *keys, size_t n, size_t *count,
                             uint8_t *found, lmca_err_t *err);
 
+/* Most keys one batch call or one submitted batch may hold. */
+#define LMCA_BATCH_MAX (1u << 20)
+
 /*
  * Removes the meta record (so readers miss at once), then its segments, best
- * effort: segments that cannot be removed expire by TTL.
+ * effort: segments that cannot be removed expire by TTL or are found by
+ * lmca_scan (LMCA_SCAN_RECORDS). A corrupt meta record is removed too; its
+ * segments, which it cannot name, are left to the scan.
  * @return LMCA_OK, LMCA_MISS (nothing stored), or transport errors.
  */
 LMCA_EXTERN int lmca_remove(lmca_t *h, const char *key, lmca_err_t *err);
 
 /*
  * Refreshes the TTL of the chunk's records: with pin, they never expire and the
- * meta record's pin bin becomes true; without, they get default_ttl_seconds again
- * and pin becomes false. Segments are touched before the meta record.
- * @return LMCA_OK, LMCA_MISS, LMCA_ETTL, or transport errors.
+ * meta record's pin bin becomes 1; without, they get default_ttl_seconds again
+ * and pin becomes 0. The segments are touched first, in one batch call, then
+ * the meta record.
+ * @return LMCA_OK, LMCA_MISS (absent, corrupt, or a segment is missing),
+ *   LMCA_ETTL, or transport errors.
  */
 LMCA_EXTERN int lmca_touch(lmca_t *h, const char *key, bool pin, lmca_err_t *err);
 
 /* @return LMCA_OK when the cluster answers, else LMCA_ECONNECTION or LMCA_ETIMEOUT. */
 LMCA_EXTERN int lmca_ping(lmca_t *h, lmca_err_t *err);
 
+/* Counters of a handle since open; thread-safe, for metrics and tests. */
+typedef struct lmca_stats {
+    uint64_t corrupt;          /* records that failed validation (read as misses) */
+    uint64_t torn;             /* chunks with a segment missing or from another write */
+    uint64_t crc_mismatch;     /* payloads whose CRC did not match */
+    uint64_t puts_aborted;     /* failed puts that had written segments */
+    uint64_t segments_removed; /* segments those aborts removed */
+    uint64_t segments_left;    /* segments an abort could not remove */
+} lmca_stats_t;
+
+LMCA_EXTERN void lmca_stats(lmca_t *h, lmca_stats_t *out);
+
 /* ---------------------------------------------------------------------------
- * Records one at a time, for the asynchronous layer (which spreads one chunk's
- * segments over several connections) and for tools. lmca_put/lmca_get are
- * built from these.
+ * The chunk protocol in steps. lmca_put and lmca_get are built from these, and
+ * the asynchronous layer schedules them (one chunk's segments on several
+ * threads), so the protocol exists once. The caller fills the request's input
+ * fields, then calls begin; the request then lives until the last step returns.
+ * Steps on one request may run on different threads, provided begin happened
+ * before them and the segment ranges do not overlap.
  */
 
-/*
- * Reads the meta record of `key`; if the chunk is a single record and `buf` is
- * not NULL with `cap` >= its size, the payload is received into `buf` as well.
- * @param[out] inline_len  payload bytes received into buf, or 0.
- * @return as lmca_stat().
- */
-LMCA_EXTERN int lmca_read_meta(lmca_t *h, const char *key, lmca_meta_t *meta, void *buf,
-                               size_t cap, size_t *inline_len, lmca_err_t *err);
+/* One put in progress. */
+typedef struct lmca_put_s {
+    /* in: set by the caller before lmca_put_begin; not copied */
+    const char *key;
+    const void *buf;
+    size_t len;
+    const lmca_put_opts_t *opts; /* may be NULL */
+    /* out: what the commit will publish (nseg, seg_b, tot_b, wid; crc32 at commit) */
+    lmca_meta_t meta;
+} lmca_put_t;
 
 /*
- * Reads segment `index` of a chunk described by `meta` into `dst`, which must
- * hold lmca_segment_len(meta, index) bytes. Verifies the segment's length (and
- * its CRC when stored).
- * @return LMCA_OK; LMCA_MISS if the segment is missing, short or corrupt;
- *   LMCA_EINVAL for an index out of range; transport errors.
+ * Checks the arguments, plans the segments (lmca_plan) and draws the write id.
+ * No I/O.
+ * @return LMCA_OK; LMCA_EINVAL naming the bad argument.
  */
-LMCA_EXTERN int lmca_read_segment(lmca_t *h, const char *key, const lmca_meta_t *meta,
-                                  uint32_t index, void *dst, lmca_err_t *err);
+LMCA_EXTERN int lmca_put_begin(lmca_t *h, lmca_put_t *p, lmca_err_t *err);
 
 /*
- * Writes segment `index` (`len` bytes from `src`) of `key` with the TTL for `pin`.
+ * Writes segments [first, first + count) of a put whose meta.nseg > 1: in batch
+ * calls when segments are at most batch_threshold_bytes, else one by one.
+ * @return LMCA_OK, LMCA_EINVAL (range outside the plan), or the errors of lmca_put().
+ */
+LMCA_EXTERN int lmca_put_segments(lmca_t *h, const lmca_put_t *p, uint32_t first,
+                                  uint32_t count, lmca_err_t *err);
+
+/*
+ * Publishes the chunk: computes the payload CRC when enable_crc32 is set, then
+ * writes the meta record with state "ready" (and the payload inline when
+ * meta.nseg == 1). Call it after every segment was written.
  * @return LMCA_OK or the errors of lmca_put().
  */
-LMCA_EXTERN int lmca_write_segment(lmca_t *h, const char *key, uint32_t index,
-                                   const void *src, size_t len, bool pin, lmca_err_t *err);
+LMCA_EXTERN int lmca_put_commit(lmca_t *h, lmca_put_t *p, lmca_err_t *err);
 
 /*
- * Writes the meta record that publishes a chunk, with state "ready". `meta`
- * gives nseg/seg_b/tot_b (from lmca_plan()) and the optional crc32; when
- * meta->nseg == 1, `payload` (tot_b bytes) is stored inline. Attributes come
- * from `opts` (may be NULL).
- * @return LMCA_OK or the errors of lmca_put().
+ * Commits `n` begun single-record puts (meta.nseg == 1) in batch calls.
+ * @param[out] results  per put: LMCA_OK or the error its row met; every entry
+ *   is set whatever the return value.
+ * @return LMCA_OK, or the first error (its message in err); LMCA_EINVAL when a
+ *   put needs segments (then nothing is written).
  */
-LMCA_EXTERN int lmca_write_meta(lmca_t *h, const char *key, const lmca_meta_t *meta,
-                                const void *payload, const lmca_put_opts_t *opts,
-                                lmca_err_t *err);
+LMCA_EXTERN int lmca_put_commit_many(lmca_t *h, lmca_put_t *ps, size_t n, int *results,
+                                     lmca_err_t *err);
 
 /*
- * Reads the meta records of `n` keys in batch calls (for many small chunks at
- * once). For each single-record chunk whose payload fits caps[i], the payload is
- * received into bufs[i] and inline_lens[i] set (else 0). `bufs` and `caps` may
- * be NULL (meta only).
- * @param[out] results  per key: LMCA_OK (metas[i] filled), LMCA_MISS, or an error.
- * @return LMCA_OK, or the first error among the keys (its message in err);
- *   LMCA_EINVAL for a bad key (then nothing is read).
+ * After a failed lmca_put_segments or lmca_put_commit: removes every segment
+ * record of the plan (best effort; counted in lmca_stats_t), because a
+ * namespace with default-ttl 0 would keep them forever. No-op for nseg == 1.
+ * What it cannot remove (or what a killed process left) the orphan scan finds.
  */
-LMCA_EXTERN int lmca_read_meta_many(lmca_t *h, const char *const *keys, size_t n,
-                                    lmca_meta_t *metas, void *const *bufs, const size_t *caps,
-                                    size_t *inline_lens, int *results, lmca_err_t *err);
+LMCA_EXTERN void lmca_put_abort(lmca_t *h, const lmca_put_t *p);
+
+/* One get in progress. */
+typedef struct lmca_get_s {
+    /* in: set by the caller before lmca_get_begin; not copied */
+    const char *key;
+    void *buf;
+    size_t cap;
+    bool want_md; /* copy the md bin into meta.md (then lmca_meta_clear it) */
+    /* out */
+    lmca_meta_t meta;
+} lmca_get_t;
 
 /*
- * Stores `n` chunks that each fit one record (lmca_plan() gives nseg 1) in
- * batch calls. opts may be NULL or hold n entries.
- * @param[out] results  per key: LMCA_OK or the error that row met.
- * @return LMCA_OK, or the first error (its message in err); LMCA_EINVAL when an
- *   argument is bad or a payload needs segments (then nothing is written).
+ * Reads and validates the meta record; when the chunk is one record and fits
+ * `cap`, its payload lands in `buf` as well (nothing more to read).
+ * @return LMCA_OK (meta filled; compare meta.tot_b with your buffer);
+ *   LMCA_MISS; LMCA_EINVAL for a bad key or a NULL buf with cap > 0;
+ *   LMCA_ENOMEM; transport errors.
  */
-LMCA_EXTERN int lmca_put_small_many(lmca_t *h, const char *const *keys, size_t n,
-                                    const void *const *bufs, const size_t *lens,
-                                    const lmca_put_opts_t *opts, int *results, lmca_err_t *err);
+LMCA_EXTERN int lmca_get_begin(lmca_t *h, lmca_get_t *g, lmca_err_t *err);
 
-/* The CRC-32 the engine stores (zlib's), for callers that publish a chunk
-   assembled from lmca_write_segment(). */
-LMCA_EXTERN uint32_t lmca_crc32(const void *buf, size_t len);
+/*
+ * Begins `n` gets in batch calls (meta records with their inline payloads).
+ * @param[out] results  per get, as lmca_get_begin; every entry is set whatever
+ *   the return value.
+ * @return LMCA_OK, or the first error (its message in err); LMCA_EINVAL for a
+ *   bad key or more than LMCA_BATCH_MAX gets (then nothing is read).
+ */
+LMCA_EXTERN int lmca_get_begin_many(lmca_t *h, lmca_get_t *gs, size_t n, int *results,
+                                    lmca_err_t *err);
 
-/* LMCA_OK if the whole payload in `buf` matches meta's CRC (or it has none),
-   else LMCA_MISS. For callers that assemble a chunk from lmca_read_segment(). */
-LMCA_EXTERN int lmca_verify(const lmca_meta_t *meta, const void *buf);
+/*
+ * Reads segments [first, first + count) of a begun get into `buf`, each checked
+ * for its length, write id and (when stored) CRC: in batch calls when segments
+ * are at most batch_threshold_bytes, else one by one.
+ * @return LMCA_OK; LMCA_MISS (a segment is missing, short, corrupt or from
+ *   another write); LMCA_EINVAL (range outside the chunk, or `cap` below
+ *   meta.tot_b); transport errors.
+ */
+LMCA_EXTERN int lmca_get_segments(lmca_t *h, const lmca_get_t *g, uint32_t first,
+                                  uint32_t count, lmca_err_t *err);
+
+/*
+ * Finishes a get whose payload is all in `buf`: checks the whole payload's CRC
+ * when the meta record carries one.
+ * @return LMCA_OK, or LMCA_MISS on a mismatch (counted).
+ */
+LMCA_EXTERN int lmca_get_end(lmca_t *h, const lmca_get_t *g);
 
 /* Bytes in segment `index` of `meta` (0 when out of range). */
 LMCA_EXTERN uint64_t lmca_segment_len(const lmca_meta_t *meta, uint32_t index);
+
+/* The CRC-32 the engine stores (zlib's). */
+LMCA_EXTERN uint32_t lmca_crc32(const void *buf, size_t len);
 
 /* ---------------------------------------------------------------------------
  * Scanning the set (list, orphan sweeps). Slow: it reads every record's small bins.
  */
 
 typedef enum {
-    LMCA_REC_UNKNOWN = 0, /* a record whose key was not stored */
+    LMCA_REC_UNKNOWN = 0, /* not a record this engine writes, or corrupt */
     LMCA_REC_META = 1,
     LMCA_REC_SEGMENT = 2
 } lmca_rec_kind;
@@ -425,8 +529,9 @@ typedef struct lmca_scan_rec {
     const char *key;         /* the record's user key ("<key>|m", "<key>|s|<i>"),
                                 or NULL when it was not stored (send_key false) */
     uint32_t ttl;            /* seconds left, 0xFFFFFFFF = never expires */
-    const lmca_meta_t *meta; /* the decoded meta record; NULL unless kind is META
-                                and the scan reads meta records */
+    uint64_t wid;            /* write id of a meta or segment record, else 0 */
+    const lmca_meta_t *meta; /* the decoded meta record (without md) when kind
+                                is META, else NULL */
 } lmca_scan_rec_t;
 
 /* Return false to stop the scan. Called on libaerospike's scan thread(s),
@@ -435,21 +540,64 @@ typedef bool (*lmca_scan_cb)(void *udata, const lmca_scan_rec_t *rec);
 
 /* What lmca_scan() visits. */
 typedef enum {
-    LMCA_SCAN_META = 0, /* meta records, decoded (every bin but the payload) */
-    LMCA_SCAN_ALL = 1   /* every record of the set, no bins: digest, stored key
-                           and TTL; segments are told from meta records by their
-                           key, so only with send_key (orphan sweeps) */
+    LMCA_SCAN_META = 0,    /* valid meta records only */
+    LMCA_SCAN_RECORDS = 1, /* every record holding one of the schema's small bins:
+                              meta records (decoded, or UNKNOWN when corrupt) and
+                              segment records with their write id; what orphan
+                              sweeps pair up by write id */
+    LMCA_SCAN_ALL = 2      /* every record of the set, no bins: digest, stored key
+                              and TTL; kinds are told by the stored key, so only
+                              with send_key */
 } lmca_scan_mode;
 
 /*
  * Visits the records of the configured set without reading payloads.
  * Aerospike returns only the records that hold a selected bin, which is why
- * LMCA_SCAN_META sees meta records only and LMCA_SCAN_ALL reads no bins.
+ * the modes differ in what they see.
  * @return LMCA_OK (also when the callback stopped it), LMCA_EINVAL for a NULL
- *   callback, or transport errors.
+ *   callback or an unknown mode, or transport errors.
  */
 LMCA_EXTERN int lmca_scan(lmca_t *h, lmca_scan_mode mode, lmca_scan_cb cb, void *udata,
                           lmca_err_t *err);
+
+/* Why lmca_sweep() reports a record. */
+typedef enum {
+    LMCA_SWEEP_ORPHAN_SEGMENT = 1, /* a segment no valid meta record claims: a put
+                                      killed before its commit, an abort that could
+                                      not remove it, or an overwrite with fewer
+                                      segments */
+    LMCA_SWEEP_BROKEN_META = 2,    /* a valid meta record some of whose segments
+                                      are missing: the chunk reads as a miss */
+    LMCA_SWEEP_CORRUPT = 3         /* a record with schema bins that fails
+                                      validation (or another schema version) */
+} lmca_sweep_reason;
+
+typedef struct lmca_sweep_rec {
+    lmca_sweep_reason reason;
+    lmca_rec_kind kind;      /* META, SEGMENT, or UNKNOWN for corrupt records */
+    uint8_t digest[20];      /* pass it to lmca_remove_record() */
+    uint64_t wid;
+    uint32_t ttl;            /* 0xFFFFFFFF: never expires (pinned) */
+    uint32_t nseg;           /* BROKEN_META: segments the meta record names */
+    uint32_t found;          /* BROKEN_META: segments with its write id found */
+} lmca_sweep_rec_t;
+
+typedef bool (*lmca_sweep_cb)(void *udata, const lmca_sweep_rec_t *rec);
+
+/*
+ * Scans the set (LMCA_SCAN_RECORDS), pairs segments with meta records by write
+ * id, and reports every record that no reader can use, on the calling thread
+ * after the scan. It removes nothing. Holds about 40 bytes per scanned record.
+ * Caveat: the segments of a put still in flight look orphaned; a repair should
+ * remove only what two sweeps some minutes apart both report.
+ * @return LMCA_OK (also when the callback stopped it), LMCA_EINVAL for a NULL
+ *   callback, LMCA_ENOMEM, or transport errors.
+ */
+LMCA_EXTERN int lmca_sweep(lmca_t *h, lmca_sweep_cb cb, void *udata, lmca_err_t *err);
+
+/* Removes one record by its digest (what lmca_sweep reports).
+   @return LMCA_OK, LMCA_MISS (already gone) or transport errors. */
+LMCA_EXTERN int lmca_remove_record(lmca_t *h, const uint8_t digest[20], lmca_err_t *err);
 
 /* Version of this engine, "0.1.0". Static storage. */
 #define LMCA_VERSION "0.1.0"

@@ -35,14 +35,15 @@ extern "C" {
     X(ETOO_BIG, -3, "record too big for the namespace")                           \
     X(ETIMEOUT, -4, "operation timed out")                                        \
     X(ECONNECTION, -5, "cannot reach the Aerospike cluster")                      \
-    X(EBUSY, -6, "server busy (key busy, device overload or server full)")        \
+    X(EBUSY, -6, "server busy (key busy, device overload, no connection free)")   \
     X(ETTL, -7, "TTL refused: the namespace has nsup-period 0")                   \
     X(ENAMESPACE, -8, "namespace probe failed")                                   \
     X(ESERVER_LIMIT, -9, "server record-size limit is missing or out of range")   \
     X(ENOMEM, -10, "out of memory")                                               \
     X(EINTERNAL, -11, "internal error")                                           \
     X(EUNKNOWN, -12, "unexpected Aerospike error")                                \
-    X(ECANCELED, -13, "canceled because the handle was closed")
+    X(ECANCELED, -13, "canceled because the handle was closed")                  \
+    X(EFULL, -14, "namespace full: the server is at stop-writes")
 
 typedef enum lmca_status {
 #define LMCA__STATUS_ENUM(name, value, text) LMCA_##name = value,
@@ -69,8 +70,9 @@ enum { LMCA_LOG_DEBUG = 10, LMCA_LOG_INFO = 20, LMCA_LOG_WARNING = 30 };
 
 /*
  * Receives the engine's notices: the limits discovered at open (INFO), clamped
- * settings (WARNING). Called on the thread that made the call, never with a lock
- * held; `msg` is valid during the call only.
+ * settings and corrupt records read as misses (WARNING). Called on the thread
+ * that made the call (any thread, for a shared handle), never with a lock held;
+ * `msg` is valid during the call only.
  */
 typedef void (*lmca_log_cb)(void *udata, int level, const char *msg);
 

@@ -26,8 +26,8 @@ lmca_pool_open(lmca_t *h, unsigned workers, lmca_pool_t **out, lmca_err_t *err)
 
     if (h == NULL || out == NULL || workers < 1 || workers > 256)
         return lmca__fail(err, LMCA_EINVAL, 0, "lmca_pool_open: workers=%u (1 to 256)", workers);
-    if ((p = calloc(1, sizeof *p)) == NULL ||
-        (p->workers = calloc(workers, sizeof *p->workers)) == NULL) {
+    if ((p = lmca__calloc(1, sizeof *p)) == NULL ||
+        (p->workers = lmca__calloc(workers, sizeof *p->workers)) == NULL) {
         free(p);
         return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory opening a pool");
     }
@@ -129,6 +129,10 @@ check_batch(const lmca_batch_t *b, lmca_err_t *err)
         return lmca__fail(err, LMCA_EINVAL, 0, "submit: unknown op %d", (int)b->op);
     if ((unsigned)b->prio > LMCA_PRIO_PUT)
         return lmca__fail(err, LMCA_EINVAL, 0, "submit: unknown priority %d", (int)b->prio);
+    /* Before reading any key: n bounds every size computed from it. */
+    if (b->n > LMCA_BATCH_MAX)
+        return lmca__fail(err, LMCA_EINVAL, 0, "submit: %zu keys (at most %u)", b->n,
+                          LMCA_BATCH_MAX);
     if (b->n > 0 && (b->keys == NULL || (buffers && (b->bufs == NULL || b->lens == NULL))))
         return lmca__fail(err, LMCA_EINVAL, 0, "submit: NULL keys, buffers or lengths");
     for (size_t i = 0; i < b->n; i++) {
@@ -156,17 +160,18 @@ default_band(lmca_op op)
     }
 }
 
-/* One allocation: the job, key copies, buffers, lengths, options, key state. */
+/* One allocation: the job, key copies, buffers, lengths, options, key state.
+   Keys were checked (at most LMCA_KEY_MAX bytes, n at most LMCA_BATCH_MAX), so
+   the sizes are bounded; lmca__size still checks them. */
 static lmca__job *
 job_new(lmca_pool_t *p, const lmca_batch_t *b)
 {
     size_t n = b->n, keybytes = 0;
     for (size_t i = 0; i < n; i++)
         keybytes += strlen(b->keys[i]) + 1;
-    size_t size = sizeof(lmca__job) + n * (sizeof(char *) + sizeof(void *) + sizeof(size_t) +
-                                           sizeof(lmca_put_opts_t) + sizeof(lmca__keystate) + 1) +
-                  keybytes;
-    lmca__job *job = calloc(1, size);
+    size_t each = sizeof(char *) + sizeof(void *) + sizeof(size_t) + sizeof(lmca_put_opts_t) +
+                  sizeof(lmca__keystate) + 1;
+    lmca__job *job = lmca__calloc(1, lmca__size(n, each, sizeof(lmca__job) + keybytes));
     if (job == NULL)
         return NULL;
     job->keys = (char **)(job + 1);
@@ -242,11 +247,10 @@ lmca_pool_submit(lmca_pool_t *p, const lmca_batch_t *b, uint64_t *id, lmca_err_t
 lmca__task *
 lmca__task_new(lmca__job *job, lmca__task_kind kind, size_t first, size_t count, uint32_t segment)
 {
-    lmca__task *t = malloc(sizeof *t);
-    if (t == NULL)
-        abort(); /* a 48-byte allocation failing leaves no sane way on */
-    *t = (lmca__task){.job = job, .kind = kind, .first = first, .count = count,
-                      .segment = segment};
+    lmca__task *t = lmca__malloc(sizeof *t);
+    if (t != NULL)
+        *t = (lmca__task){.job = job, .kind = kind, .first = first, .count = count,
+                          .segment = segment};
     return t;
 }
 

@@ -7,7 +7,7 @@
  * with an acq_rel decrement; the thread that brings it to zero completes the job.
  * So every write a task made to the job (results, error, per-key state) happens
  * before the completion is built, without a lock. Per-key segment counters work
- * the same way one level down.
+ * the same way one level down (parts_left).
  */
 #ifndef LMCA_POOL_PRIVATE_H
 #define LMCA_POOL_PRIVATE_H
@@ -24,8 +24,8 @@ typedef struct lmca__job lmca__job;
 
 typedef enum {
     LMCA__T_TILE = 1, /* keys [first, first + count) in one batch call */
-    LMCA__T_KEY,      /* one key: its meta record (and inline payload) or remove */
-    LMCA__T_SEGMENT   /* one segment of key `first` */
+    LMCA__T_KEY,      /* one key: a whole get, put or remove */
+    LMCA__T_SEGMENT   /* segments [segment, segment + count) of key `first` */
 } lmca__task_kind;
 
 typedef struct lmca__task {
@@ -36,11 +36,12 @@ typedef struct lmca__task {
     uint32_t segment;
 } lmca__task;
 
-/* Per-key state of chunks that travel as several segment tasks. */
+/* Per-key state of a chunk whose segments travel as several tasks. */
 typedef struct lmca__keystate {
-    lmca_meta_t *meta;      /* GET: the meta record read; SET: what to publish */
-    atomic_uint segs_left;  /* segment tasks still running */
-    atomic_int failed;      /* first segment status that was not LMCA_OK */
+    lmca_put_t *put;        /* SET: the begun put the last part commits */
+    lmca_get_t *get;        /* GET: the begun get the last part ends */
+    atomic_uint parts_left; /* segment tasks still running */
+    atomic_int failed;      /* first part status that was not LMCA_OK */
 } lmca__keystate;
 
 struct lmca__job {
@@ -77,6 +78,7 @@ struct lmca_pool {
 };
 
 /* pool.c */
+/* A new task, or NULL when out of memory. */
 lmca__task *lmca__task_new(lmca__job *job, lmca__task_kind kind, size_t first, size_t count,
                            uint32_t segment);
 /* Queues tasks (a list linked by next) after adding their number to the job's
@@ -88,7 +90,8 @@ void lmca__task_done(lmca__task *t);
 void lmca__job_error(lmca__job *job, int status, const char *msg);
 
 /* tasks.c */
-/* Builds the job's first tasks (a list) from a submitted batch. */
+/* Builds the job's first tasks (a list) from a submitted batch; on failure
+   nothing is left allocated but the job itself. */
 int lmca__plan_tasks(lmca__job *job, lmca__task **out, lmca_err_t *err);
 void lmca__run(lmca__task *t);
 /* Frees per-key state at completion. */

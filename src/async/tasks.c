@@ -1,12 +1,15 @@
 /*
- * tasks.c - what a submitted batch turns into, and running each task.
+ * tasks.c - what a submitted batch turns into, and running each task on the
+ * engine's chunk steps (lmca_put_begin/segments/commit/abort,
+ * lmca_get_begin/segments/end): this file schedules the protocol, it does not
+ * restate it.
  *
  * Small chunks (at most batch_threshold_bytes) travel in tiles, one batch call
  * each, the tiles spread over the workers. Larger chunks are tasks of their own;
- * once a large chunk's meta record says it has segments, each segment becomes a
- * task too, so that one chunk's segments move over several connections at once
- * (DESIGN.md: parallel single-record calls beat batch calls for MiB records).
- * Exists and prefix lookups are header-only batch reads, tiled the same way.
+ * a chunk with segments larger than the threshold gets one task per segment, so
+ * that one chunk's segments move over several connections at once (DESIGN.md:
+ * parallel single-record calls beat batch calls for MiB records). Exists and
+ * prefix lookups are batch reads of meta records, tiled the same way.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +41,23 @@ free_list(lmca__task *t)
     }
 }
 
+/* Appends a new task; false (and nothing appended) when out of memory. */
+static bool
+add(task_list *l, lmca__job *job, lmca__task_kind kind, size_t first, size_t count,
+    uint32_t segment)
+{
+    lmca__task *t = lmca__task_new(job, kind, first, count, segment);
+    if (t != NULL)
+        append(l, t);
+    return t != NULL;
+}
+
+static uint64_t
+threshold(const lmca__job *job)
+{
+    return lmca_limits(job->pool->h)->batch_threshold_bytes;
+}
+
 /* Keys per tile: the batch spread evenly over the workers, within the row and
    byte bounds of one batch call. */
 static size_t
@@ -53,85 +73,104 @@ tile_keys(const lmca__job *job, size_t n, size_t bytes_each)
 }
 
 /* Tiles [first, first + n) into tasks of at most `per` keys. */
-static void
+static bool
 add_tiles(task_list *l, lmca__job *job, size_t first, size_t n, size_t per)
 {
     for (size_t i = 0; i < n; i += per)
-        append(l, lmca__task_new(job, LMCA__T_TILE, first + i, n - i < per ? n - i : per, 0));
+        if (!add(l, job, LMCA__T_TILE, first + i, n - i < per ? n - i : per, 0))
+            return false;
+    return true;
 }
 
+/* The segment tasks of key `key`: one per segment when segments are large, else
+   one for all of them (the engine batches small segments itself). Sets the
+   key's count of parts; NULL when out of memory. */
 static lmca__task *
-segment_tasks(lmca__job *job, size_t key, uint32_t nseg)
+segment_tasks(lmca__job *job, size_t key, const lmca_meta_t *m)
 {
+    bool each = m->seg_b > threshold(job);
+    uint32_t parts = each ? m->nseg : 1;
     task_list l = {0};
-    atomic_store(&job->ks[key].segs_left, nseg);
-    for (uint32_t s = 0; s < nseg; s++)
-        append(&l, lmca__task_new(job, LMCA__T_SEGMENT, key, 1, s));
+
+    for (uint32_t s = 0; s < parts; s++) {
+        if (!add(&l, job, LMCA__T_SEGMENT, key, each ? 1 : m->nseg, s)) {
+            free_list(l.head);
+            return NULL;
+        }
+    }
+    atomic_store(&job->ks[key].parts_left, parts);
     return l.head;
 }
 
 /* SET: plans key i. A small single-record chunk joins a tile (*small); a larger
-   one is a task; a chunk that needs segments gets them as tasks at once, and
-   whichever segment task finishes last writes its meta record. */
+   one is a task; a chunk with segments begins here (no I/O) and its segment
+   tasks are queued at once; whichever finishes last commits. */
 static int
 plan_set_key(lmca__job *job, size_t i, task_list *l, bool *small, lmca_err_t *err)
 {
-    const lmca_limits_t *lim = lmca_limits(job->pool->h);
-    lmca_plan_t plan;
-    int rc = lmca_plan(lim, job->lens[i], &plan, err);
+    lmca_put_t p = {.key = job->keys[i], .buf = job->bufs[i], .len = job->lens[i],
+                    .opts = &job->opts[i]};
+    lmca__task *parts;
+    int rc = lmca_put_begin(job->pool->h, &p, err);
 
-    *small = rc == LMCA_OK && plan.nseg == 1 && job->lens[i] <= lim->batch_threshold_bytes;
+    *small = rc == LMCA_OK && p.meta.nseg == 1 && p.len <= threshold(job);
     if (rc != LMCA_OK || *small)
         return rc;
-    if (plan.nseg == 1) {
-        append(l, lmca__task_new(job, LMCA__T_KEY, i, 1, 0));
-        return LMCA_OK;
-    }
-    lmca_meta_t *m = calloc(1, sizeof *m);
-    if (m == NULL)
-        return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory planning \"%s\"", job->keys[i]);
-    m->nseg = plan.nseg;
-    m->seg_b = plan.seg_b;
-    m->tot_b = job->lens[i];
-    job->ks[i].meta = m;
-    append(l, segment_tasks(job, i, plan.nseg));
+    if (p.meta.nseg == 1)
+        return add(l, job, LMCA__T_KEY, i, 1, 0)
+                   ? LMCA_OK
+                   : lmca__fail(err, LMCA_ENOMEM, 0, "out of memory planning \"%s\"", p.key);
+    if ((job->ks[i].put = lmca__malloc(sizeof p)) == NULL ||
+        (parts = segment_tasks(job, i, &p.meta)) == NULL)
+        return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory planning \"%s\"", p.key);
+    *job->ks[i].put = p;
+    append(l, parts);
     while (l->tail->next) /* segment_tasks gave a list: find its end */
         l->tail = l->tail->next;
     return LMCA_OK;
 }
 
-int
-lmca__plan_tasks(lmca__job *job, lmca__task **out, lmca_err_t *err)
+static int
+plan_keys(lmca__job *job, task_list *l, lmca_err_t *err)
 {
-    uint64_t threshold = lmca_limits(job->pool->h)->batch_threshold_bytes;
     size_t n = job->c.n, run_start = 0, run_len = 0, small = 0;
-    task_list l = {0};
     int rc = LMCA_OK;
 
-    if (job->c.op == LMCA_OP_EXISTS || job->c.op == LMCA_OP_PREFIX) {
-        add_tiles(&l, job, 0, n, tile_keys(job, n, 0));
-        *out = l.head;
-        return LMCA_OK;
-    }
     for (size_t i = 0; i < n; i++)
-        small += job->c.op != LMCA_OP_DELETE && job->lens[i] <= threshold;
-    size_t per = tile_keys(job, small, threshold);
+        small += job->c.op != LMCA_OP_DELETE && job->lens[i] <= threshold(job);
+    size_t per = tile_keys(job, small, threshold(job));
     for (size_t i = 0; i < n && rc == LMCA_OK; i++) {
         bool is_small = false;
         if (job->c.op == LMCA_OP_SET)
-            rc = plan_set_key(job, i, &l, &is_small, err);
-        else if (job->c.op == LMCA_OP_GET && job->lens[i] <= threshold)
+            rc = plan_set_key(job, i, l, &is_small, err);
+        else if (job->c.op == LMCA_OP_GET && job->lens[i] <= threshold(job))
             is_small = true;
-        else
-            append(&l, lmca__task_new(job, LMCA__T_KEY, i, 1, 0));
+        else if (!add(l, job, LMCA__T_KEY, i, 1, 0))
+            rc = lmca__fail(err, LMCA_ENOMEM, 0, "out of memory planning a batch");
         if (is_small && run_len++ == 0)
             run_start = i;
         /* A run of small keys ends at a large key, at a full tile, or at the end. */
-        if (run_len > 0 && (!is_small || run_len == per || i + 1 == n)) {
-            add_tiles(&l, job, run_start, run_len, per);
+        if (rc == LMCA_OK && run_len > 0 && (!is_small || run_len == per || i + 1 == n)) {
+            if (!add_tiles(l, job, run_start, run_len, per))
+                rc = lmca__fail(err, LMCA_ENOMEM, 0, "out of memory planning a batch");
             run_len = 0;
         }
     }
+    return rc;
+}
+
+int
+lmca__plan_tasks(lmca__job *job, lmca__task **out, lmca_err_t *err)
+{
+    task_list l = {0};
+    int rc;
+
+    if (job->c.op == LMCA_OP_EXISTS || job->c.op == LMCA_OP_PREFIX)
+        rc = add_tiles(&l, job, 0, job->c.n, tile_keys(job, job->c.n, 0))
+                 ? LMCA_OK
+                 : lmca__fail(err, LMCA_ENOMEM, 0, "out of memory planning a lookup");
+    else
+        rc = plan_keys(job, &l, err);
     if (rc != LMCA_OK) {
         free_list(l.head);
         lmca__job_release(job);
@@ -145,8 +184,10 @@ void
 lmca__job_release(lmca__job *job)
 {
     for (size_t i = 0; i < job->c.n; i++) {
-        free(job->ks[i].meta);
-        job->ks[i].meta = NULL;
+        free(job->ks[i].put);
+        free(job->ks[i].get);
+        job->ks[i].put = NULL;
+        job->ks[i].get = NULL;
     }
 }
 
@@ -173,6 +214,16 @@ settle(lmca__job *job, size_t i, int rc, const lmca_err_t *err)
         account(job, job->c.op == LMCA_OP_GET, job->lens[i]);
 }
 
+/* Settles keys [first, first + n) with one out-of-memory error. */
+static void
+settle_nomem(lmca__job *job, size_t first, size_t n, const char *what)
+{
+    lmca_err_t err;
+    lmca__fail(&err, LMCA_ENOMEM, 0, "out of memory %s", what);
+    for (size_t k = 0; k < n; k++)
+        settle(job, first + k, LMCA_ENOMEM, &err);
+}
+
 static void
 run_lookup_tile(lmca__task *t)
 {
@@ -187,54 +238,60 @@ run_lookup_tile(lmca__task *t)
     }
 }
 
-/* GET of a chunk whose meta record says it has segments. */
+/* GET key i, whose meta record names segments: small ones are read here in
+   batch calls, large ones become a task each. */
 static void
-start_segments(lmca__job *job, size_t i, const lmca_meta_t *meta)
+start_segments(lmca__job *job, size_t i, const lmca_get_t *g)
 {
     lmca_t *h = job->pool->h;
     lmca_err_t err = {0};
+    lmca__task *parts;
+    int rc;
 
-    if (meta->seg_b <= lmca_limits(h)->batch_threshold_bytes) {
-        /* Small segments: the engine reads them in batch calls itself. */
-        size_t got = 0;
-        int rc = lmca_get(h, job->keys[i], job->bufs[i], job->lens[i], &got, NULL, &err);
-        settle(job, i, rc == LMCA_OK && got != job->lens[i] ? LMCA_MISS : rc, &err);
+    if (g->meta.seg_b <= threshold(job)) {
+        rc = lmca_get_segments(h, g, 0, g->meta.nseg, &err);
+        settle(job, i, rc == LMCA_OK ? lmca_get_end(h, g) : rc, &err);
         return;
     }
-    if ((job->ks[i].meta = malloc(sizeof *meta)) == NULL) {
-        settle(job, i, lmca__fail(&err, LMCA_ENOMEM, 0, "out of memory"), &err);
+    if ((job->ks[i].get = lmca__malloc(sizeof *g)) == NULL ||
+        (parts = segment_tasks(job, i, &g->meta)) == NULL) {
+        settle_nomem(job, i, 1, "reading segments");
         return;
     }
-    memcpy(job->ks[i].meta, meta, sizeof *meta);
-    lmca__push(job->pool, segment_tasks(job, i, meta->nseg));
+    *job->ks[i].get = *g;
+    lmca__push(job->pool, parts);
 }
 
-/* A meta record read for GET key i, with `inl` payload bytes received inline. */
+/* A get of key i begun with result `rc`. The buffer is the chunk's size, or
+   this is not the chunk: a size mismatch is a miss. */
 static void
-got_meta(lmca__job *job, size_t i, int rc, const lmca_meta_t *meta, size_t inl,
-         const lmca_err_t *err)
+got_meta(lmca__job *job, size_t i, int rc, const lmca_get_t *g, const lmca_err_t *err)
 {
-    if (rc == LMCA_OK && meta->tot_b != job->lens[i])
-        rc = LMCA_MISS; /* the buffer is the chunk's size, or this is not the chunk */
-    if (rc == LMCA_OK && meta->nseg > 1) {
-        start_segments(job, i, meta);
+    if (rc == LMCA_OK && g->meta.tot_b != job->lens[i])
+        rc = LMCA_MISS;
+    if (rc == LMCA_OK && g->meta.nseg > 1) {
+        start_segments(job, i, g);
         return;
     }
     if (rc == LMCA_OK)
-        rc = inl == meta->tot_b ? lmca_verify(meta, job->bufs[i]) : LMCA_MISS;
+        rc = lmca_get_end(job->pool->h, g);
     settle(job, i, rc, err);
+}
+
+static lmca_get_t
+get_of(const lmca__job *job, size_t i)
+{
+    return (lmca_get_t){.key = job->keys[i], .buf = job->bufs[i], .cap = job->lens[i]};
 }
 
 static void
 run_get_key(lmca__task *t)
 {
     lmca__job *job = t->job;
-    size_t i = t->first, inl = 0;
+    lmca_get_t g = get_of(job, t->first);
     lmca_err_t err = {0};
-    lmca_meta_t meta;
-    int rc = lmca_read_meta(job->pool->h, job->keys[i], &meta, job->bufs[i], job->lens[i], &inl,
-                            &err);
-    got_meta(job, i, rc, &meta, inl, &err);
+    int rc = lmca_get_begin(job->pool->h, &g, &err);
+    got_meta(job, t->first, rc, &g, &err);
 }
 
 static void
@@ -242,22 +299,20 @@ run_get_tile(lmca__task *t)
 {
     lmca__job *job = t->job;
     size_t n = t->count, f = t->first;
-    lmca_meta_t *metas = malloc(n * sizeof *metas);
-    size_t *inl = malloc(n * sizeof *inl);
-    int *results = malloc(n * sizeof *results);
+    lmca_get_t *gs = lmca__malloc(lmca__size(n, sizeof *gs + sizeof(int), 0));
+    int *results = (int *)(gs + n);
     lmca_err_t err = {0};
 
-    if (metas == NULL || inl == NULL || results == NULL) {
-        lmca__job_error(job, LMCA_ENOMEM, "out of memory reading a tile");
-    } else {
-        lmca_read_meta_many(job->pool->h, (const char *const *)job->keys + f, n, metas,
-                            job->bufs + f, job->lens + f, inl, results, &err);
-        for (size_t k = 0; k < n; k++)
-            got_meta(job, f + k, results[k], &metas[k], inl[k], &err);
+    if (gs == NULL) {
+        settle_nomem(job, f, n, "reading a tile");
+        return;
     }
-    free(metas);
-    free(inl);
-    free(results);
+    for (size_t k = 0; k < n; k++)
+        gs[k] = get_of(job, f + k);
+    lmca_get_begin_many(job->pool->h, gs, n, results, &err);
+    for (size_t k = 0; k < n; k++)
+        got_meta(job, f + k, results[k], &gs[k], &err);
+    free(gs);
 }
 
 static void
@@ -265,56 +320,69 @@ run_set_tile(lmca__task *t)
 {
     lmca__job *job = t->job;
     size_t n = t->count, f = t->first;
-    int *results = malloc(n * sizeof *results);
+    lmca_put_t *ps = lmca__malloc(lmca__size(n, sizeof *ps + sizeof(int), 0));
+    int *results = (int *)(ps + n);
     lmca_err_t err = {0};
+    int rc = LMCA_OK;
 
-    if (results == NULL) {
-        lmca__job_error(job, LMCA_ENOMEM, "out of memory writing a tile");
+    if (ps == NULL) {
+        settle_nomem(job, f, n, "writing a tile");
         return;
     }
-    lmca_put_small_many(job->pool->h, (const char *const *)job->keys + f, n,
-                        (const void *const *)job->bufs + f, job->lens + f, job->opts + f, results,
-                        &err);
+    for (size_t k = 0; k < n && rc == LMCA_OK; k++) {
+        ps[k] = (lmca_put_t){.key = job->keys[f + k], .buf = job->bufs[f + k],
+                             .len = job->lens[f + k], .opts = &job->opts[f + k]};
+        rc = lmca_put_begin(job->pool->h, &ps[k], &err);
+    }
+    if (rc == LMCA_OK)
+        lmca_put_commit_many(job->pool->h, ps, n, results, &err);
     for (size_t k = 0; k < n; k++)
-        settle(job, f + k, results[k], &err);
-    free(results);
+        settle(job, f + k, rc == LMCA_OK ? results[k] : rc, &err);
+    free(ps);
 }
 
-/* One segment of key `first`; the last segment of a key finishes the key. */
+/* The last part of a segmented key to finish ends the key: every other part's
+   outcome is visible (acq_rel on parts_left, see pool_private.h). */
+static void
+finish_key(lmca__job *job, size_t i)
+{
+    lmca_t *h = job->pool->h;
+    lmca__keystate *ks = &job->ks[i];
+    lmca_err_t err = {0};
+    int rc = atomic_load(&ks->failed);
+
+    if (job->c.op == LMCA_OP_GET) {
+        settle(job, i, rc == LMCA_OK ? lmca_get_end(h, ks->get) : rc, &err);
+        return;
+    }
+    if (rc == LMCA_OK)
+        rc = lmca_put_commit(h, ks->put, &err);
+    if (rc != LMCA_OK)
+        lmca_put_abort(h, ks->put);
+    /* The error message of a failed part went to the job already. */
+    settle(job, i, rc, &err);
+}
+
 static void
 run_segment(lmca__task *t)
 {
     lmca__job *job = t->job;
     lmca_t *h = job->pool->h;
-    size_t i = t->first;
-    lmca__keystate *ks = &job->ks[i];
-    lmca_meta_t *m = ks->meta;
-    uint8_t *buf = (uint8_t *)job->bufs[i] + (uint64_t)t->segment * m->seg_b;
+    lmca__keystate *ks = &job->ks[t->first];
     lmca_err_t err = {0};
-    int rc, expected = 0;
+    int rc, expected = LMCA_OK;
 
     if (job->c.op == LMCA_OP_GET)
-        rc = lmca_read_segment(h, job->keys[i], m, t->segment, buf, &err);
+        rc = lmca_get_segments(h, ks->get, t->segment, (uint32_t)t->count, &err);
     else
-        rc = lmca_write_segment(h, job->keys[i], t->segment, buf,
-                                lmca_segment_len(m, t->segment), job->opts[i].pin, &err);
+        rc = lmca_put_segments(h, ks->put, t->segment, (uint32_t)t->count, &err);
     if (rc != LMCA_OK) {
         atomic_compare_exchange_strong(&ks->failed, &expected, rc);
         if (rc < 0)
             lmca__job_error(job, rc, err.msg);
     }
-    if (atomic_fetch_sub_explicit(&ks->segs_left, 1, memory_order_acq_rel) != 1)
-        return;
-    /* Last segment of this key: every other segment's outcome is visible. */
-    rc = atomic_load(&ks->failed);
-    if (rc == LMCA_OK && job->c.op == LMCA_OP_GET) {
-        rc = lmca_verify(m, job->bufs[i]);
-    } else if (rc == LMCA_OK) {
-        m->has_crc32 = lmca_config(h)->enable_crc32;
-        m->crc32 = m->has_crc32 ? lmca_crc32(job->bufs[i], m->tot_b) : 0;
-        rc = lmca_write_meta(h, job->keys[i], m, NULL, &job->opts[i], &err);
-    }
-    settle(job, i, rc, &err);
+    if (atomic_fetch_sub_explicit(&ks->parts_left, 1, memory_order_acq_rel) == 1)
+        finish_key(job, t->first);
 }
 
 void
@@ -323,7 +391,6 @@ lmca__run(lmca__task *t)
     lmca__job *job = t->job;
     lmca_err_t err = {0};
     size_t i = t->first;
-    int rc;
 
     switch (t->kind) {
     case LMCA__T_SEGMENT:
@@ -340,13 +407,13 @@ lmca__run(lmca__task *t)
     case LMCA__T_KEY:
         break;
     }
-    if (job->c.op == LMCA_OP_GET) {
+    if (job->c.op == LMCA_OP_GET)
         run_get_key(t);
-        return;
-    }
-    if (job->c.op == LMCA_OP_SET)
-        rc = lmca_put(job->pool->h, job->keys[i], job->bufs[i], job->lens[i], &job->opts[i], &err);
+    else if (job->c.op == LMCA_OP_SET)
+        settle(job, i,
+               lmca_put(job->pool->h, job->keys[i], job->bufs[i], job->lens[i], &job->opts[i],
+                        &err),
+               &err);
     else
-        rc = lmca_remove(job->pool->h, job->keys[i], &err);
-    settle(job, i, rc, &err);
+        settle(job, i, lmca_remove(job->pool->h, job->keys[i], &err), &err);
 }

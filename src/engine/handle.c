@@ -1,44 +1,20 @@
 /*
- * handle.c - opening a handle (limit discovery), keys, and the calls that
- * handle whole keys without moving payloads: prefix, exists, remove, touch, scan.
+ * handle.c - opening a handle (limit discovery, write-id seed), its counters,
+ * and the calls on whole keys that move no payload: remove and touch.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
-#include "wire.h"
+#include "schema.h"
 
 const char *
 lmca_version(void)
 {
     return LMCA_VERSION;
-}
-
-void
-lmca__meta_key(char *out, const char *key)
-{
-    snprintf(out, LMCA__RECKEY_SIZE, "%s|m", key);
-}
-
-void
-lmca__segment_key(char *out, const char *key, uint32_t index)
-{
-    snprintf(out, LMCA__RECKEY_SIZE, "%s|s|%u", key, index);
-}
-
-int
-lmca__check_key(const char *key, lmca_err_t *err)
-{
-    size_t n;
-    if (key == NULL)
-        return lmca__fail(err, LMCA_EINVAL, 0, "key is NULL");
-    n = strnlen(key, LMCA_KEY_MAX + 1);
-    if (n == 0)
-        return lmca__fail(err, LMCA_EINVAL, 0, "key is empty");
-    if (n > LMCA_KEY_MAX)
-        return lmca__fail(err, LMCA_EINVAL, 0, "key \"%.40s...\" is longer than %d bytes", key,
-                          LMCA_KEY_MAX);
-    return LMCA_OK;
 }
 
 uint32_t
@@ -65,7 +41,7 @@ own_strings(lmca_t *h, const lmca_config_t *cfg, lmca_err_t *err)
     h->cfg = *cfg;
     for (size_t i = 0; i < n; i++)
         total += *fields[i] ? strlen(*fields[i]) + 1 : 0;
-    if ((p = h->strings = malloc(total + 1)) == NULL)
+    if ((p = h->strings = lmca__malloc(total + 1)) == NULL)
         return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory opening a handle");
     for (size_t i = 0; i < n; i++) {
         if (*fields[i] == NULL)
@@ -76,6 +52,20 @@ own_strings(lmca_t *h, const lmca_config_t *cfg, lmca_err_t *err)
         p += len;
     }
     return LMCA_OK;
+}
+
+/* A random seed for write ids; without getrandom, a mix of time, pid and the
+   handle's address, which still differs between live handles. */
+static uint64_t
+wid_seed(void)
+{
+    uint64_t seed;
+    struct timespec ts;
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) == (ssize_t)sizeof seed)
+        return seed;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ ((uint64_t)getpid() << 16) ^
+           (uint64_t)(uintptr_t)&ts;
 }
 
 /* Reads the namespace's limits (spec 4.3.6) and resolves the handle's sizes. */
@@ -110,8 +100,9 @@ lmca_open(const lmca_config_t *cfg, lmca_t **out, lmca_err_t *err)
         return lmca__fail(err, LMCA_EINVAL, 0, "lmca_open: NULL config or handle pointer");
     if ((rc = lmca_config_validate(cfg, err)) != LMCA_OK)
         return rc;
-    if ((h = calloc(1, sizeof *h)) == NULL)
+    if ((h = lmca__calloc(1, sizeof *h)) == NULL)
         return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory opening a handle");
+    h->wid_seed = wid_seed();
     if ((rc = own_strings(h, cfg, err)) == LMCA_OK &&
         (rc = lmca__wire_open(&h->cfg, &h->wire, err)) == LMCA_OK)
         rc = discover(h, err);
@@ -157,153 +148,105 @@ lmca_ping(lmca_t *h, lmca_err_t *err)
     return rc;
 }
 
+void
+lmca_stats(lmca_t *h, lmca_stats_t *out)
+{
+    const lmca__counters *c = &h->counters;
+#define LOAD(f) out->f = atomic_load_explicit(&c->f, memory_order_relaxed)
+    LOAD(corrupt);
+    LOAD(torn);
+    LOAD(crc_mismatch);
+    LOAD(puts_aborted);
+    LOAD(segments_removed);
+    LOAD(segments_left);
+#undef LOAD
+}
+
 /* ---------------------------------------------------------------------------
  * Whole keys.
  */
 
-/* Builds "<key>|m" for every key in one allocation; NULL on a bad key. */
+/* Keys of segments [0, nseg) with `extra` bytes each (key_slab). */
 static char **
-meta_keys(const char *const *keys, size_t n, lmca_err_t *err, int *rc)
+segment_keys(const char *key, uint32_t nseg, size_t extra, lmca_err_t *err)
 {
-    char **out = malloc(n * (sizeof(char *) + LMCA__RECKEY_SIZE));
-    char *slab = (char *)(out + n);
-
-    if (out == NULL) {
-        *rc = lmca__fail(err, LMCA_ENOMEM, 0, "out of memory for %zu keys", n);
-        return NULL;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if ((*rc = lmca__check_key(keys[i], err)) != LMCA_OK) {
-            free(out);
-            return NULL;
-        }
-        out[i] = slab + i * LMCA__RECKEY_SIZE;
-        lmca__meta_key(out[i], keys[i]);
-    }
-    *rc = LMCA_OK;
-    return out;
-}
-
-int
-lmca_prefix(lmca_t *h, const char *const *keys, size_t n, size_t *count, uint8_t *found,
-            lmca_err_t *err)
-{
-    uint8_t *hits;
-    char **mkeys;
-    int rc;
-
-    *count = 0;
-    if (n == 0)
-        return LMCA_OK;
-    if (keys == NULL)
-        return lmca__fail(err, LMCA_EINVAL, 0, "lmca_prefix: NULL keys");
-    if ((mkeys = meta_keys(keys, n, err, &rc)) == NULL)
-        return rc;
-    hits = found ? found : malloc(n);
-    if (hits == NULL)
-        rc = lmca__fail(err, LMCA_ENOMEM, 0, "out of memory for %zu keys", n);
-    else
-        rc = lmca__wire_exists_many(h->wire, (const char *const *)mkeys, n, hits, err);
-    /* The meta record is written last and removed first, so an existing meta
-       record means a ready chunk (spec 4.4.7). */
-    while (rc == LMCA_OK && *count < n && hits[*count])
-        (*count)++;
-    if (hits != found)
-        free(hits);
-    free(mkeys);
-    return rc;
-}
-
-static void
-read_state(void *udata, const lmca__bin *b)
-{
-    bool *ready = udata;
-    if (strcmp(b->name, "state") == 0)
-        *ready = b->type == LMCA__STR && b->len == 5 && memcmp(b->p, "ready", 5) == 0;
-}
-
-int
-lmca_exists(lmca_t *h, const char *key, lmca_err_t *err)
-{
-    static const char *const names[] = {"state", NULL};
-    char mkey[LMCA__RECKEY_SIZE];
-    bool ready = false;
-    int rc;
-
-    if ((rc = lmca__check_key(key, err)) != LMCA_OK)
-        return rc;
-    lmca__meta_key(mkey, key);
-    rc = lmca__wire_read(h->wire, mkey, names, NULL, NULL, read_state, &ready, NULL, err);
-    return rc == LMCA_OK && !ready ? LMCA_MISS : rc;
-}
-
-/* Keys of segments [0, nseg) in one allocation. */
-static char **
-segment_keys(const char *key, uint32_t nseg, lmca_err_t *err)
-{
-    char **out = malloc(nseg * (sizeof(char *) + LMCA__RECKEY_SIZE));
-    char *slab = (char *)(out + nseg);
-    if (out == NULL) {
-        lmca__fail(err, LMCA_ENOMEM, 0, "out of memory for %u segment keys", nseg);
-        return NULL;
-    }
-    for (uint32_t i = 0; i < nseg; i++) {
-        out[i] = slab + (size_t)i * LMCA__RECKEY_SIZE;
-        lmca__segment_key(out[i], key, i);
-    }
-    return out;
+    char **keys = lmca__key_slab(nseg, extra, "segment keys", err);
+    for (uint32_t i = 0; keys && i < nseg; i++)
+        lmca__segment_key(keys[i], key, i);
+    return keys;
 }
 
 int
 lmca_remove(lmca_t *h, const char *key, lmca_err_t *err)
 {
-    char mkey[LMCA__RECKEY_SIZE];
-    lmca_meta_t *meta = malloc(sizeof *meta);
-    char **skeys;
-    int rc;
+    char mkey[LMCA__RECKEY_SIZE], **skeys;
+    lmca_meta_t meta;
+    size_t removed = 0, failed = 0;
+    int rc = lmca__read_small(h, key, &meta, false, err);
 
-    if (meta == NULL)
-        return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory");
-    if ((rc = lmca_stat(h, key, meta, err)) == LMCA_OK || rc == LMCA_MISS) {
-        /* Meta first, so readers miss at once; a meta record that is not ready
-           (stat says MISS) is removed too. */
+    if (rc == LMCA_OK || rc == LMCA_MISS) {
+        /* Meta first, so readers miss at once; a meta record that is not a
+           valid chunk (a miss) is removed too. */
         lmca__meta_key(mkey, key);
-        int removed = lmca__wire_remove(h->wire, mkey, err);
-        if (removed != LMCA_OK && removed != LMCA_MISS)
-            rc = removed;
-        else if (rc == LMCA_MISS && removed == LMCA_OK)
-            rc = LMCA_OK;
+        int gone = lmca__wire_remove(h->wire, mkey, err);
+        if (gone != LMCA_OK && gone != LMCA_MISS)
+            rc = gone;
+        else if (rc == LMCA_MISS && gone == LMCA_OK)
+            rc = LMCA_OK, meta.nseg = 0; /* its nseg is not to be trusted */
     }
-    if (rc == LMCA_OK && meta->nseg > 1 && (skeys = segment_keys(key, meta->nseg, NULL))) {
-        /* Best effort: a segment left behind expires by TTL (spec 4.4.10). */
-        lmca__wire_remove_many(h->wire, (const char *const *)skeys, meta->nseg, NULL);
+    if (rc == LMCA_OK && meta.nseg > 1 && (skeys = segment_keys(key, meta.nseg, 0, NULL))) {
+        /* Best effort: a segment left behind expires by TTL or is swept
+           (spec 4.4.10, lmca_sweep). */
+        lmca__wire_remove_many(h->wire, (const char *const *)skeys, meta.nseg, &removed, &failed,
+                               NULL);
         free(skeys);
     }
-    free(meta);
+    return rc;
+}
+
+/* Touches every segment in batch calls; LMCA_MISS if one is gone. */
+static int
+touch_segments(lmca_t *h, const char *key, uint32_t nseg, uint32_t ttl, lmca_err_t *err)
+{
+    char **keys = segment_keys(key, nseg, sizeof(lmca__row), err);
+    lmca__row *rows = keys ? lmca__slab_extra(keys, nseg) : NULL;
+    int rc = keys ? LMCA_OK : LMCA_ENOMEM;
+
+    for (uint32_t i = 0; keys && i < nseg; i++)
+        rows[i] = (lmca__row){.key = keys[i], .ttl = ttl, .touch = true};
+    for (uint32_t i = 0; rc == LMCA_OK && i < nseg; i += 4096) {
+        uint32_t n = nseg - i < 4096 ? nseg - i : 4096;
+        rc = lmca__wire_write_many(h->wire, rows + i, n, err);
+        for (uint32_t k = 0; rc == LMCA_OK && k < n; k++)
+            rc = rows[i + k].result;
+    }
+    free(keys);
     return rc;
 }
 
 int
 lmca_touch(lmca_t *h, const char *key, bool pin, lmca_err_t *err)
 {
-    char rkey[LMCA__RECKEY_SIZE];
+    char mkey[LMCA__RECKEY_SIZE];
     lmca__bin pin_bin = {.name = "pin", .type = LMCA__INT, .i = pin};
-    lmca_meta_t *meta = malloc(sizeof *meta);
+    lmca_meta_t meta;
     uint32_t ttl = lmca__ttl(h, pin);
-    int rc;
+    int rc = lmca__read_small(h, key, &meta, false, err);
 
-    if (meta == NULL)
-        return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory");
-    rc = lmca_stat(h, key, meta, err);
     /* Segments before the meta record, so they never expire before it. */
-    for (uint32_t i = 0; rc == LMCA_OK && meta->nseg > 1 && i < meta->nseg; i++) {
-        lmca__segment_key(rkey, key, i);
-        rc = lmca__wire_touch(h->wire, rkey, ttl, NULL, 0, err);
-    }
+    if (rc == LMCA_OK && meta.nseg > 1)
+        rc = touch_segments(h, key, meta.nseg, ttl, err);
     if (rc == LMCA_OK) {
-        lmca__meta_key(rkey, key);
-        rc = lmca__wire_touch(h->wire, rkey, ttl, &pin_bin, 1, err);
+        lmca__meta_key(mkey, key);
+        rc = lmca__wire_touch(h->wire, mkey, ttl, &pin_bin, 1, err);
     }
-    free(meta);
     return rc;
+}
+
+int
+lmca_remove_record(lmca_t *h, const uint8_t digest[20], lmca_err_t *err)
+{
+    if (digest == NULL)
+        return lmca__fail(err, LMCA_EINVAL, 0, "lmca_remove_record: NULL digest");
+    return lmca__wire_remove_digest(h->wire, digest, err);
 }

@@ -84,13 +84,21 @@ lmca_server_info_parse(const char *info, lmca_server_info_t *out, lmca_err_t *er
         {"flush-size", offsetof(lmca_server_info_t, flush_size), true},
         {"nsup-period", offsetof(lmca_server_info_t, nsup_period), false},
         {"default-ttl", offsetof(lmca_server_info_t, default_ttl), false},
+        {"storage-engine.stop-writes-used-pct",
+         offsetof(lmca_server_info_t, stop_writes_used_pct), false},
+        {"storage-engine.stop-writes-avail-pct",
+         offsetof(lmca_server_info_t, stop_writes_avail_pct), false},
+        {"stop-writes-sys-memory-pct", offsetof(lmca_server_info_t, stop_writes_sys_memory_pct),
+         false},
+        {"storage-engine.data-size", offsetof(lmca_server_info_t, data_size), false},
     };
     size_t n, len;
     const char *s, *v;
 
     memset(out, 0, sizeof *out);
-    out->nsup_period = -1;
-    out->default_ttl = -1;
+    out->nsup_period = out->default_ttl = -1;
+    out->stop_writes_used_pct = out->stop_writes_avail_pct = -1;
+    out->stop_writes_sys_memory_pct = out->data_size = -1;
     if (info == NULL)
         return lmca__fail(err, LMCA_ENAMESPACE, 0, "namespace info: no answer");
     s = info_body(info, &n);

@@ -1,201 +1,334 @@
 /*
- * read.c - reading chunks: meta records, segments, whole chunks. Anything less
- * than a complete, consistent chunk is a miss, never partial data.
+ * read.c - reading chunks: the get steps (begin, segments, end), whole gets,
+ * stat, and the one rule for "present" that exists and prefix share. Anything
+ * less than a complete chunk of one write is a miss, never partial data.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "schema.h"
 
+/* Rows of one batch read call. The server answers a batch in protos of its own
+   size, so only the row count needs a bound. */
+#define GROUP_ROWS 4096
+
+static size_t
+group_end(size_t i, size_t n)
+{
+    return n - i < GROUP_ROWS ? n : i + GROUP_ROWS;
+}
+
+/* Per key of a batch of meta reads: what decodes it and what came back. The
+   three live in parallel arrays after the keys of one slab. */
+typedef struct {
+    lmca__read *rds;
+    lmca__meta_reader *readers;
+    lmca_meta_t *metas; /* NULL: the caller's */
+} meta_batch;
+
+static char **
+meta_batch_new(size_t n, bool own_metas, meta_batch *b, const char *what, lmca_err_t *err)
+{
+    size_t each = sizeof(lmca__read) + sizeof(lmca__meta_reader) +
+                  (own_metas ? sizeof(lmca_meta_t) : 0);
+    char **keys = lmca__key_slab(n, each, what, err);
+    if (keys == NULL)
+        return NULL;
+    b->rds = lmca__slab_extra(keys, n);
+    b->readers = (lmca__meta_reader *)(b->rds + n);
+    b->metas = own_metas ? (lmca_meta_t *)(b->readers + n) : NULL;
+    return keys;
+}
+
+/* The reader's verdict for `key`, with the message an ENOMEM needs. */
+static int
+meta_done(lmca_t *h, const char *key, const char *mkey, lmca__meta_reader *r,
+          const lmca__read *rd, bool with_payload, lmca_err_t *err)
+{
+    int rc = lmca__meta_result(h, mkey, r, rd, with_payload);
+    if (rc == LMCA_ENOMEM)
+        lmca__fail(err, LMCA_ENOMEM, 0, "out of memory copying the md of \"%s\"", key);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * Meta records without payloads: stat, exists, prefix.
+ */
+
 int
-lmca_read_meta(lmca_t *h, const char *key, lmca_meta_t *meta, void *buf, size_t cap,
-               size_t *inline_len, lmca_err_t *err)
+lmca__read_small(lmca_t *h, const char *key, lmca_meta_t *meta, bool want_md, lmca_err_t *err)
 {
     char mkey[LMCA__RECKEY_SIZE];
     lmca__meta_reader r;
-    lmca__sink sink = {.dst = buf, .cap = buf ? cap : 0};
-    lmca__recinfo info = {0};
+    lmca__read rd = {.cb = lmca__meta_bin, .udata = &r};
     int rc;
 
-    lmca__meta_begin(&r, meta);
-    if (inline_len)
-        *inline_len = 0;
+    lmca__meta_begin(&r, meta, want_md);
     if ((rc = lmca__check_key(key, err)) != LMCA_OK)
         return rc;
     lmca__meta_key(mkey, key);
-    rc = lmca__wire_read(h->wire, mkey, NULL, "b", &sink, lmca__meta_bin, &r, &info, err);
-    if (rc != LMCA_OK)
-        return rc;
-    meta->ttl = info.ttl;
-    if (!lmca__meta_complete(&r, &sink))
-        return LMCA_MISS;
-    if (inline_len && meta->nseg == 1 && sink.len <= sink.cap)
-        *inline_len = sink.len;
-    return LMCA_OK;
+    lmca__wire_read(h->wire, mkey, lmca__small_names, NULL, &rd, err);
+    return meta_done(h, key, mkey, &r, &rd, false, err);
 }
 
 int
 lmca_stat(lmca_t *h, const char *key, lmca_meta_t *meta, lmca_err_t *err)
 {
-    char mkey[LMCA__RECKEY_SIZE];
-    lmca__meta_reader r;
-    lmca__recinfo info = {0};
-    int rc;
-
-    lmca__meta_begin(&r, meta);
-    if ((rc = lmca__check_key(key, err)) != LMCA_OK)
-        return rc;
-    lmca__meta_key(mkey, key);
-    /* Only the small bins: a single-record chunk's payload stays on the server. */
-    rc = lmca__wire_read(h->wire, mkey, lmca__meta_names, NULL, NULL, lmca__meta_bin, &r, &info,
-                         err);
-    if (rc != LMCA_OK)
-        return rc;
-    meta->ttl = info.ttl;
-    return lmca__meta_complete(&r, NULL) ? LMCA_OK : LMCA_MISS;
+    return lmca__read_small(h, key, meta, true, err);
 }
 
 int
-lmca_read_meta_many(lmca_t *h, const char *const *keys, size_t n, lmca_meta_t *metas,
-                    void *const *bufs, const size_t *caps, size_t *inline_lens, int *results,
-                    lmca_err_t *err)
+lmca_exists(lmca_t *h, const char *key, lmca_err_t *err)
 {
-    size_t each = LMCA__RECKEY_SIZE + sizeof(char *) + sizeof(lmca__sink) +
-                  sizeof(lmca__meta_reader);
-    char *slab = n ? malloc(n * each) : NULL;
-    char **mkeys = (char **)slab;
-    lmca__sink *sinks = (lmca__sink *)(mkeys + n);
-    lmca__meta_reader *readers = (lmca__meta_reader *)(sinks + n);
-    char *names = (char *)(readers + n);
+    lmca_meta_t meta;
+    return lmca__read_small(h, key, &meta, false, err);
+}
+
+/* Looks up keys [0, n) in one batch call and sets found[i]. */
+static int
+prefix_group(lmca_t *h, const char *const *keys, size_t n, uint8_t *found, lmca_err_t *err)
+{
+    meta_batch b;
+    char **mkeys = meta_batch_new(n, true, &b, "prefix", err);
     int rc;
 
-    if (n == 0)
-        return LMCA_OK;
-    if (slab == NULL)
-        return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory reading %zu meta records", n);
+    if (mkeys == NULL)
+        return LMCA_ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        if ((rc = lmca__check_key(keys[i], err)) != LMCA_OK) {
-            free(slab);
-            return rc;
-        }
-        mkeys[i] = names + i * LMCA__RECKEY_SIZE;
         lmca__meta_key(mkeys[i], keys[i]);
-        lmca__meta_begin(&readers[i], &metas[i]);
-        sinks[i] = (lmca__sink){.dst = bufs ? bufs[i] : NULL,
-                                .cap = bufs && caps ? caps[i] : 0,
-                                .udata = &readers[i]};
+        lmca__meta_begin(&b.readers[i], &b.metas[i], false);
+        b.rds[i] = (lmca__read){.cb = lmca__meta_bin, .udata = &b.readers[i]};
     }
-    rc = lmca__wire_read_many(h->wire, (const char *const *)mkeys, n, "b", sinks, lmca__meta_bin,
-                              results, err);
-    for (size_t i = 0; i < n; i++) {
-        inline_lens[i] = 0;
-        if (results[i] == LMCA_OK && !lmca__meta_complete(&readers[i], &sinks[i]))
-            results[i] = LMCA_MISS;
-        else if (results[i] == LMCA_OK && metas[i].nseg == 1 && sinks[i].len <= sinks[i].cap)
-            inline_lens[i] = sinks[i].len;
-    }
-    free(slab);
+    rc = lmca__wire_read_many(h->wire, (const char *const *)mkeys, n, lmca__small_names, NULL,
+                              b.rds, err);
+    for (size_t i = 0; rc == LMCA_OK && i < n; i++)
+        found[i] = lmca__meta_result(h, mkeys[i], &b.readers[i], &b.rds[i], false) == LMCA_OK;
+    free(mkeys);
     return rc;
 }
 
 int
-lmca_read_segment(lmca_t *h, const char *key, const lmca_meta_t *meta, uint32_t index, void *dst,
-                  lmca_err_t *err)
+lmca_prefix(lmca_t *h, const char *const *keys, size_t n, size_t *count, uint8_t *found,
+            lmca_err_t *err)
 {
-    char skey[LMCA__RECKEY_SIZE];
-    uint64_t want = lmca_segment_len(meta, index);
-    lmca__sink sink = {.dst = dst, .cap = want};
-    lmca__seg_reader r = {0};
-    int rc;
-
-    if ((rc = lmca__check_key(key, err)) != LMCA_OK)
-        return rc;
-    if (meta->nseg < 2 || index >= meta->nseg)
-        return lmca__fail(err, LMCA_EINVAL, 0, "segment %u of \"%s\": chunk has %u segment(s)",
-                          index, key, meta->nseg);
-    lmca__segment_key(skey, key, index);
-    rc = lmca__wire_read(h->wire, skey, NULL, "b", &sink, lmca__segment_bin, &r, NULL, err);
-    return rc == LMCA_OK ? lmca__segment_ok(&sink, &r, want) : rc;
-}
-
-/* Reads segments [first, first + n) in one batch call into buf. */
-static int
-read_segment_batch(lmca_t *h, const char *key, const lmca_meta_t *m, uint32_t first, uint32_t n,
-                   uint8_t *buf, lmca_err_t *err)
-{
-    char *slab = malloc((size_t)n * (LMCA__RECKEY_SIZE + sizeof(char *) + sizeof(lmca__sink) +
-                                     sizeof(lmca__seg_reader) + sizeof(int)));
-    char **keys = (char **)slab;
-    lmca__sink *sinks = (lmca__sink *)(keys + n);
-    lmca__seg_reader *readers = (lmca__seg_reader *)(sinks + n);
-    int *results = (int *)(readers + n);
-    char *names = (char *)(results + n);
-    int rc;
-
-    if (slab == NULL)
-        return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory reading %u segments", n);
-    for (uint32_t i = 0; i < n; i++) {
-        keys[i] = names + (size_t)i * LMCA__RECKEY_SIZE;
-        lmca__segment_key(keys[i], key, first + i);
-        readers[i] = (lmca__seg_reader){0};
-        sinks[i] = (lmca__sink){.dst = buf + (uint64_t)(first + i) * m->seg_b,
-                                .cap = lmca_segment_len(m, first + i),
-                                .udata = &readers[i]};
-    }
-    rc = lmca__wire_read_many(h->wire, (const char *const *)keys, n, "b", sinks,
-                              lmca__segment_bin, results, err);
-    for (uint32_t i = 0; rc == LMCA_OK && i < n; i++)
-        rc = results[i] == LMCA_OK ? lmca__segment_ok(&sinks[i], &readers[i], sinks[i].cap)
-                                   : results[i];
-    free(slab);
-    return rc;
-}
-
-static int
-read_segments(lmca_t *h, const char *key, const lmca_meta_t *m, uint8_t *buf, lmca_err_t *err)
-{
-    uint32_t step = lmca__batch_rows(h, m->seg_b);
+    uint8_t *hits;
     int rc = LMCA_OK;
 
-    for (uint32_t i = 0; rc == LMCA_OK && i < m->nseg; i += step) {
-        uint32_t n = m->nseg - i < step ? m->nseg - i : step;
-        rc = n == 1 ? lmca_read_segment(h, key, m, i, buf + (uint64_t)i * m->seg_b, err)
-                    : read_segment_batch(h, key, m, i, n, buf, err);
+    *count = 0;
+    if (n == 0)
+        return LMCA_OK;
+    if (keys == NULL || n > LMCA_BATCH_MAX)
+        return lmca__fail(err, LMCA_EINVAL, 0, "prefix: %s (%zu keys, at most %u)",
+                          keys ? "too many keys" : "NULL keys", n, LMCA_BATCH_MAX);
+    for (size_t i = 0; i < n; i++)
+        if ((rc = lmca__check_key(keys[i], err)) != LMCA_OK)
+            return rc;
+    if ((hits = found ? found : lmca__malloc(n)) == NULL)
+        return lmca__fail(err, LMCA_ENOMEM, 0, "prefix: out of memory for %zu keys", n);
+    /* Group by group; without `found` the count is known at the first miss. */
+    for (size_t i = 0; rc == LMCA_OK && i < n;) {
+        size_t end = group_end(i, n);
+        rc = prefix_group(h, keys + i, end - i, hits + i, err);
+        while (rc == LMCA_OK && *count < end && hits[*count])
+            (*count)++;
+        if (found == NULL && *count < end)
+            break;
+        i = end;
+    }
+    if (rc != LMCA_OK)
+        *count = 0;
+    if (hits != found)
+        free(hits);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * The get steps.
+ */
+
+static int
+check_get(const lmca_get_t *g, lmca_err_t *err)
+{
+    int rc = lmca__check_key(g->key, err);
+    if (rc == LMCA_OK && g->buf == NULL && g->cap > 0)
+        rc = lmca__fail(err, LMCA_EINVAL, 0, "get \"%s\": NULL buffer of capacity %zu", g->key,
+                        g->cap);
+    return rc;
+}
+
+int
+lmca_get_begin(lmca_t *h, lmca_get_t *g, lmca_err_t *err)
+{
+    char mkey[LMCA__RECKEY_SIZE];
+    lmca__meta_reader r;
+    lmca__read rd = {.dst = g->buf, .cap = g->buf ? g->cap : 0, .cb = lmca__meta_bin, .udata = &r};
+    int rc;
+
+    lmca__meta_begin(&r, &g->meta, g->want_md);
+    if ((rc = check_get(g, err)) != LMCA_OK)
+        return rc;
+    lmca__meta_key(mkey, g->key);
+    lmca__wire_read(h->wire, mkey, NULL, "b", &rd, err);
+    return meta_done(h, g->key, mkey, &r, &rd, true, err);
+}
+
+/* Begins gets [0, n) in one batch call. */
+static int
+begin_group(lmca_t *h, lmca_get_t *gs, size_t n, int *results, lmca_err_t *err)
+{
+    meta_batch b;
+    char **mkeys = meta_batch_new(n, false, &b, "batch get", err);
+    int rc;
+
+    if (mkeys == NULL) {
+        for (size_t i = 0; i < n; i++)
+            results[i] = LMCA_ENOMEM;
+        return LMCA_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        lmca__meta_key(mkeys[i], gs[i].key);
+        lmca__meta_begin(&b.readers[i], &gs[i].meta, gs[i].want_md);
+        b.rds[i] = (lmca__read){.dst = gs[i].buf, .cap = gs[i].buf ? gs[i].cap : 0,
+                                .cb = lmca__meta_bin, .udata = &b.readers[i]};
+    }
+    rc = lmca__wire_read_many(h->wire, (const char *const *)mkeys, n, NULL, "b", b.rds, err);
+    for (size_t i = 0; i < n; i++) {
+        results[i] = meta_done(h, gs[i].key, mkeys[i], &b.readers[i], &b.rds[i], true,
+                               rc == LMCA_OK ? err : NULL);
+        if (rc == LMCA_OK && results[i] < 0)
+            rc = results[i];
+    }
+    free(mkeys);
+    return rc;
+}
+
+int
+lmca_get_begin_many(lmca_t *h, lmca_get_t *gs, size_t n, int *results, lmca_err_t *err)
+{
+    int rc = LMCA_OK;
+
+    if (n > LMCA_BATCH_MAX)
+        rc = lmca__fail(err, LMCA_EINVAL, 0, "batch get: %zu keys (at most %u)", n,
+                        LMCA_BATCH_MAX);
+    for (size_t i = 0; rc == LMCA_OK && i < n; i++) {
+        lmca_meta_t *m = &gs[i].meta;
+        memset(m, 0, sizeof *m);
+        rc = check_get(&gs[i], err);
+    }
+    if (rc != LMCA_OK) { /* a bad argument: nothing is read, every row says so */
+        for (size_t i = 0; i < n && n <= LMCA_BATCH_MAX; i++)
+            results[i] = rc;
+        return rc;
+    }
+    for (size_t i = 0; i < n;) {
+        size_t end = group_end(i, n);
+        int grc = begin_group(h, gs + i, end - i, results + i, rc == LMCA_OK ? err : NULL);
+        if (rc == LMCA_OK)
+            rc = grc;
+        i = end;
+    }
+    return rc;
+}
+
+/* Segment `index` alone. */
+static int
+read_segment(lmca_t *h, const lmca_get_t *g, uint32_t index, lmca_err_t *err)
+{
+    const lmca_meta_t *m = &g->meta;
+    char skey[LMCA__RECKEY_SIZE];
+    lmca__seg_reader r = {0};
+    lmca__read rd = {.dst = (uint8_t *)g->buf + (uint64_t)index * m->seg_b,
+                     .cap = lmca_segment_len(m, index), .cb = lmca__segment_bin, .udata = &r};
+
+    lmca__segment_key(skey, g->key, index);
+    lmca__wire_read(h->wire, skey, NULL, "b", &rd, err);
+    return lmca__segment_result(h, skey, m, index, &r, &rd);
+}
+
+/* Segments [first, first + n) in one batch call. */
+static int
+read_segment_batch(lmca_t *h, const lmca_get_t *g, uint32_t first, uint32_t n, lmca_err_t *err)
+{
+    const lmca_meta_t *m = &g->meta;
+    char **keys = lmca__key_slab(n, sizeof(lmca__read) + sizeof(lmca__seg_reader), "batch get",
+                                 err);
+    lmca__read *rds = keys ? lmca__slab_extra(keys, n) : NULL;
+    lmca__seg_reader *readers = (lmca__seg_reader *)(rds + n);
+    int rc;
+
+    if (keys == NULL)
+        return LMCA_ENOMEM;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t s = first + i;
+        lmca__segment_key(keys[i], g->key, s);
+        readers[i] = (lmca__seg_reader){0};
+        rds[i] = (lmca__read){.dst = (uint8_t *)g->buf + (uint64_t)s * m->seg_b,
+                              .cap = lmca_segment_len(m, s), .cb = lmca__segment_bin,
+                              .udata = &readers[i]};
+    }
+    rc = lmca__wire_read_many(h->wire, (const char *const *)keys, n, NULL, "b", rds, err);
+    for (uint32_t i = 0; rc == LMCA_OK && i < n; i++)
+        rc = lmca__segment_result(h, keys[i], m, first + i, &readers[i], &rds[i]);
+    free(keys);
+    return rc;
+}
+
+int
+lmca_get_segments(lmca_t *h, const lmca_get_t *g, uint32_t first, uint32_t count,
+                  lmca_err_t *err)
+{
+    const lmca_meta_t *m = &g->meta;
+    uint32_t step = lmca__batch_rows(h, m->seg_b), end;
+    int rc = LMCA_OK;
+
+    if (m->nseg < 2 || first >= m->nseg || count > m->nseg - first)
+        return lmca__fail(err, LMCA_EINVAL, 0, "get \"%s\": segments %u+%u of a %u-segment chunk",
+                          g->key, first, count, m->nseg);
+    if (g->buf == NULL || g->cap < m->tot_b)
+        return lmca__fail(err, LMCA_EINVAL, 0, "get \"%s\": buffer of %zu bytes for %llu", g->key,
+                          g->buf ? g->cap : 0, (unsigned long long)m->tot_b);
+    end = first + count;
+    for (uint32_t i = first; rc == LMCA_OK && i < end; i += step) {
+        uint32_t n = end - i < step ? end - i : step;
+        rc = n == 1 ? read_segment(h, g, i, err) : read_segment_batch(h, g, i, n, err);
     }
     return rc;
 }
 
 int
-lmca_verify(const lmca_meta_t *m, const void *buf)
+lmca_get_end(lmca_t *h, const lmca_get_t *g)
 {
-    return m->has_crc32 && lmca__crc32(buf, m->tot_b) != m->crc32 ? LMCA_MISS : LMCA_OK;
+    const lmca_meta_t *m = &g->meta;
+    if (!m->has_crc32 || lmca__crc32(g->buf, m->tot_b) == m->crc32)
+        return LMCA_OK;
+    LMCA__COUNT(h, crc_mismatch);
+    LMCA__COUNT(h, corrupt);
+    lmca__log(&h->cfg, LMCA_LOG_WARNING, "chunk \"%s\" fails its CRC; read as a miss", g->key);
+    return LMCA_MISS;
 }
 
 int
 lmca_get(lmca_t *h, const char *key, void *buf, size_t cap, size_t *len, lmca_meta_t *meta,
          lmca_err_t *err)
 {
-    lmca_meta_t local, *m = meta ? meta : &local;
-    size_t got = 0;
+    lmca_get_t g = {.key = key, .buf = buf, .cap = cap};
     int rc;
 
     *len = 0;
-    if (buf == NULL && cap > 0)
-        rc = lmca__fail(err, LMCA_EINVAL, 0, "get \"%s\": NULL buffer of capacity %zu", key,
-                        cap);
-    else
-        rc = lmca_read_meta(h, key, m, buf, cap, &got, err);
-    if (rc == LMCA_OK && m->tot_b > cap) {
-        *len = m->tot_b;
-        return lmca__fail(err, LMCA_EINVAL, 0,
-                          "get \"%s\": buffer of %zu bytes is smaller than the stored %llu", key,
-                          cap, (unsigned long long)m->tot_b);
+    rc = lmca_get_begin(h, &g, err);
+    if (rc == LMCA_OK && g.meta.tot_b > cap) {
+        *len = g.meta.tot_b;
+        rc = lmca__fail(err, LMCA_EINVAL, 0,
+                        "get \"%s\": buffer of %zu bytes is smaller than the stored %llu", key,
+                        cap, (unsigned long long)g.meta.tot_b);
     }
-    if (rc == LMCA_OK && m->nseg > 1)
-        rc = read_segments(h, key, m, buf, err);
+    if (rc == LMCA_OK && g.meta.nseg > 1)
+        rc = lmca_get_segments(h, &g, 0, g.meta.nseg, err);
     if (rc == LMCA_OK)
-        rc = lmca_verify(m, buf);
+        rc = lmca_get_end(h, &g);
     if (rc == LMCA_OK)
-        *len = m->tot_b;
+        *len = g.meta.tot_b;
+    if (meta)
+        *meta = g.meta; /* no md: want_md was false */
     return rc;
 }

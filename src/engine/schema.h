@@ -1,60 +1,112 @@
 /*
- * schema.h - the meta + segment record layout (spec 4.3), shared by the read,
- * write and scan paths: bin names, decoding of a meta record, segment checks.
+ * schema.h - the meta + segment record layout (spec 4.3), in one place: record
+ * keys, bin names, what a put writes, and the decoders that judge what a read
+ * brings back. The read, write and scan paths use nothing else to know the
+ * layout, so a schema change is made here.
+ *
+ * The decoders treat every bin as untrusted input (a packet parser's rules):
+ * each bin is checked for its type and range as it arrives, the record as a
+ * whole for missing, repeated and unknown bins and for sizes that agree with
+ * each other, before any size is used to read or copy. tests/fuzz drives them.
  */
 #ifndef LMCA_SCHEMA_H
 #define LMCA_SCHEMA_H
 
 #include "wire.h"
 
-#define LMCA__SCHEMA_VERSION 1
 /* Batch calls carry at most this many payload bytes, well below the 128 MiB
    proto limit both sides enforce. */
 #define LMCA__BATCH_BYTES_MAX (32ull * 1024 * 1024)
-/* Most bins a meta record has (ver state nseg seg_b tot_b created_at pin crc32
-   serde ttl_class md b). */
-#define LMCA__META_BINS 12
+/* Most bins a meta record has (ver state nseg seg_b tot_b wid created_at pin
+   crc32 serde ttl_class md b). */
+#define LMCA__META_BINS 13
+/* Most bins a segment record has (b wid crc32). */
+#define LMCA__SEGMENT_BINS 3
+/* Longest state string any schema version writes ("tombstone"). */
+#define LMCA__STATE_MAX 16
 
 uint32_t lmca__crc32(const void *p, size_t n);
 
-/* Every bin of a meta record but its payload b, NULL-terminated: what stat and
-   scans read, so they never move a payload. */
-extern const char *const lmca__meta_names[];
+/* Every small bin of the schema (all but the payload b), NULL-terminated: what
+   stat, prefix and scans read, so they never move a payload. Segment records
+   hold wid (and crc32), so a scan selecting these sees them too. */
+extern const char *const lmca__small_names[];
 
-/* Decoding state of one meta record; lmca__meta_bin is its lmca__bin_cb. */
+/* ---------------------------------------------------------------------------
+ * Meta records.
+ */
+
 typedef struct lmca__meta_reader {
     lmca_meta_t *m;
+    bool want_md;   /* copy md into m->md */
+    unsigned seen;  /* one bit per schema bin seen */
     bool ready;     /* state == "ready" */
-    bool has_state; /* a state bin at all: a meta record, not a segment */
-    bool bad;       /* a bin of the wrong type or size */
+    bool nomem;     /* copying md failed */
+    char why[112];  /* the first problem found, "" while none */
 } lmca__meta_reader;
 
-/* Starts decoding into `m` (clears everything but the md bytes). */
-void lmca__meta_begin(lmca__meta_reader *r, lmca_meta_t *m);
+/* Starts decoding into `m` (zeroed). */
+void lmca__meta_begin(lmca__meta_reader *r, lmca_meta_t *m, bool want_md);
+/* Takes one bin (an lmca__bin_cb). */
 void lmca__meta_bin(void *udata, const lmca__bin *b);
 
-/* A ready meta record whose sizes agree; with `payload` (the sink of its b bin,
-   or NULL), a single-record chunk must also carry exactly tot_b bytes. Anything
-   else reads as a miss: no complete put published it. */
-bool lmca__meta_complete(const lmca__meta_reader *r, const lmca__sink *payload);
+/*
+ * The verdict on a decoded meta record. `payload` is the read's outcome for the
+ * payload bin, or NULL when the payload was not asked for.
+ * @return LMCA_OK (a complete chunk whose sizes agree), LMCA_MISS (not ready,
+ *   or corrupt: then r->why says why), or LMCA_ENOMEM. On anything but LMCA_OK,
+ *   m->md is freed.
+ */
+int lmca__meta_verdict(lmca__meta_reader *r, const lmca__read *payload);
 
-/* Fills `bins` (LMCA__META_BINS long) for a meta record; returns the count. */
+/* A meta read as a whole: the row's result, then the verdict (with the payload
+   bin judged when the read asked for it); counts and logs a corrupt record as
+   a miss. Returns what the caller reports for the key. */
+int lmca__meta_result(lmca_t *h, const char *mkey, lmca__meta_reader *r, const lmca__read *rd,
+                      bool with_payload);
+
+/* Reads the small bins of `key`'s meta record and judges them (read.c): the
+   one rule for "present", shared by stat, exists, prefix, remove and touch. */
+int lmca__read_small(lmca_t *h, const char *key, lmca_meta_t *meta, bool want_md,
+                     lmca_err_t *err);
+
+/* Fills `bins` (LMCA__META_BINS long) for the meta record publishing `m`;
+   returns the count. `payload` goes inline when m->nseg == 1. */
 unsigned lmca__meta_bins(lmca__bin *bins, const lmca_meta_t *m, const void *payload,
                          const lmca_put_opts_t *opts);
 
 /* LMCA_OK, or LMCA_EINVAL naming the option that is too long. */
 int lmca__check_opts(const char *key, const lmca_put_opts_t *opts, lmca_err_t *err);
 
-/* A segment's crc32 bin; lmca__segment_bin is its lmca__bin_cb. */
+/* ---------------------------------------------------------------------------
+ * Segment records.
+ */
+
 typedef struct lmca__seg_reader {
-    bool has_crc32;
+    uint64_t wid;
     uint32_t crc32;
+    unsigned seen;
+    char why[112];
 } lmca__seg_reader;
 
 void lmca__segment_bin(void *udata, const lmca__bin *b);
 
-/* LMCA_OK if the received segment is whole (`want` bytes) and matches its CRC. */
-int lmca__segment_ok(const lmca__sink *sink, const lmca__seg_reader *r, uint64_t want);
+/* Judges segment `index` of `meta` as read (`rd`, decoded by `r`): LMCA_OK when
+   it is there, whole, of this write and matches its CRC; else LMCA_MISS, counted
+   as torn (missing, another write) or corrupt, and logged; or rd's error. */
+int lmca__segment_result(lmca_t *h, const char *skey, const lmca_meta_t *meta, uint32_t index,
+                         const lmca__seg_reader *r, const lmca__read *rd);
+
+/* Fills `bins` (LMCA__SEGMENT_BINS long) for one segment; returns the count. */
+unsigned lmca__segment_bins(lmca__bin *bins, const lmca_meta_t *m, const void *src, size_t len,
+                            bool crc);
+
+/* ---------------------------------------------------------------------------
+ * Writes and batches.
+ */
+
+/* A fresh write id: never 0, distinct across handles and processes. */
+uint64_t lmca__new_wid(lmca_t *h);
 
 /* Records of `bytes` go this many to a batch call; 1 = one call each. */
 uint32_t lmca__batch_rows(const lmca_t *h, uint64_t bytes);

@@ -27,6 +27,7 @@ struct lmca__wire {
     as_policy_batch batch;
     as_policy_batch batch_write_parent;
     as_policy_batch_write batch_write;
+    as_policy_batch_write batch_touch;
     as_policy_scan scan;
     as_policy_info info;
 };
@@ -56,9 +57,11 @@ status_of(as_status code)
     case AEROSPIKE_MAX_ERROR_RATE:
     case AEROSPIKE_NO_RESPONSE:
         return LMCA_ECONNECTION;
+    case AEROSPIKE_ERR_SERVER_FULL:
+        /* stop-writes: a capacity condition, not a moment of load */
+        return LMCA_EFULL;
     case AEROSPIKE_ERR_RECORD_BUSY:
     case AEROSPIKE_ERR_DEVICE_OVERLOAD:
-    case AEROSPIKE_ERR_SERVER_FULL:
     case AEROSPIKE_ERR_NO_MORE_CONNECTIONS:
     case AEROSPIKE_ERR_BATCH_QUEUES_FULL:
     case AEROSPIKE_ERR_BATCH_MAX_REQUESTS_EXCEEDED:
@@ -87,6 +90,9 @@ advice(int status)
         return "; set nsup-period > 0 on the namespace, or default_ttl_seconds to -1 or 0";
     case LMCA_EBUSY:
         return "; retry with backoff";
+    case LMCA_EFULL:
+        return "; the namespace is out of space: remove data, add capacity or raise its "
+               "stop-writes limits; retrying will not help";
     default:
         return "";
     }
@@ -154,6 +160,10 @@ init_policies(lmca__wire *w, const lmca_config_t *cfg)
     w->batch_write.commit_level = commit;
     w->batch_write.key = key;
     w->batch_write.exists = AS_POLICY_EXISTS_CREATE_OR_REPLACE;
+    /* A touch updates a record that must exist (a server refuses touch with replace). */
+    as_policy_batch_write_init(&w->batch_touch);
+    w->batch_touch.commit_level = commit;
+    w->batch_touch.exists = AS_POLICY_EXISTS_UPDATE;
     as_policy_scan_init(&w->scan);
     as_policy_info_init(&w->info);
     w->info.timeout = cfg->read_timeout_ms;
@@ -172,15 +182,41 @@ add_hosts(as_config *ac, const lmca_config_t *cfg)
         return false;
     ac->tls.enable = true;
     for (char *h = strtok_r(list, ",", &save); h; h = strtok_r(NULL, ",", &save)) {
-        char *colon = strrchr(h, ':');
-        long port = colon ? strtol(colon + 1, NULL, 10) : 3000;
+        char *colon = strrchr(h, ':'), *end = NULL;
+        long port = colon ? strtol(colon + 1, &end, 10) : 3000;
         if (colon)
             *colon = '\0';
-        if (*h == '\0' || port <= 0 || port > 65535)
+        if (*h == '\0' || port <= 0 || port > 65535 || (end && *end != '\0'))
             return false;
         as_config_tls_add_host(ac, h, cfg->tls_name, (uint16_t)port);
     }
     return true;
+}
+
+/* Fills the client's config from ours; on failure `ac` is destroyed (it may
+   already own seed hosts) and err names the setting. */
+static int
+client_config(as_config *ac, const lmca_config_t *cfg, lmca_err_t *err)
+{
+    int rc = LMCA_OK;
+
+    as_config_init(ac);
+    if (!add_hosts(ac, cfg))
+        rc = lmca__fail(err, LMCA_ECONFIG, 0, "config hosts=\"%s\": not a host[:port],... list",
+                        cfg->hosts);
+    else if (cfg->username && *cfg->username &&
+             !as_config_set_user(ac, cfg->username, cfg->password ? cfg->password : ""))
+        rc = lmca__fail(err, LMCA_ECONFIG, 0,
+                        "config username/password: refused by the client (at most %d bytes "
+                        "each)",
+                        AS_USER_SIZE - 1);
+    if (rc != LMCA_OK) {
+        as_config_destroy(ac);
+        return rc;
+    }
+    ac->conn_timeout_ms = cfg->connect_timeout_ms;
+    ac->max_conns_per_node = cfg->max_conns_per_node;
+    return LMCA_OK;
 }
 
 int
@@ -188,28 +224,23 @@ lmca__wire_open(const lmca_config_t *cfg, lmca__wire **out, lmca_err_t *err)
 {
     as_config ac;
     as_error e;
-    lmca__wire *w = calloc(1, sizeof *w);
+    lmca__wire *w;
+    int rc;
 
-    if (w == NULL)
+    if ((rc = client_config(&ac, cfg, err)) != LMCA_OK)
+        return rc;
+    if ((w = lmca__calloc(1, sizeof *w)) == NULL) {
+        as_config_destroy(&ac);
         return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory opening a handle");
+    }
     snprintf(w->ns, sizeof w->ns, "%s", cfg->namespace_);
     snprintf(w->set, sizeof w->set, "%s", cfg->set);
     init_policies(w, cfg);
-    as_config_init(&ac);
-    if (!add_hosts(&ac, cfg)) {
-        free(w);
-        return lmca__fail(err, LMCA_ECONFIG, 0, "config hosts=\"%s\": not a host[:port],... list",
-                          cfg->hosts);
-    }
-    ac.conn_timeout_ms = cfg->connect_timeout_ms;
-    ac.max_conns_per_node = cfg->max_conns_per_node;
-    if (cfg->username && *cfg->username)
-        as_config_set_user(&ac, cfg->username, cfg->password ? cfg->password : "");
-    aerospike_init(&w->as, &ac);
+    aerospike_init(&w->as, &ac); /* owns the config's seeds from here */
     if (aerospike_connect(&w->as, &e) != AEROSPIKE_OK) {
-        int rc = lmca__fail(err, LMCA_ECONNECTION, e.code,
-                            "cannot connect to hosts \"%s\": %s (aerospike %d)", cfg->hosts,
-                            e.message, (int)e.code);
+        rc = lmca__fail(err, LMCA_ECONNECTION, e.code,
+                        "cannot connect to hosts \"%s\": %s (aerospike %d)", cfg->hosts,
+                        e.message, (int)e.code);
         aerospike_destroy(&w->as);
         free(w);
         return rc;
@@ -250,33 +281,46 @@ lmca__wire_info(lmca__wire *w, const char *req, char **answer, lmca_err_t *err)
  * Records.
  */
 
-static void
+/* The client's setters refuse only on a full container, which the sizes below
+   rule out; a refusal is still reported rather than sending a partial record. */
+static bool
 set_bins(as_record *rec, const lmca__bin *bins, unsigned n)
 {
+    bool ok = true;
     for (unsigned i = 0; i < n; i++) {
         const lmca__bin *b = &bins[i];
         if (b->type == LMCA__INT)
-            as_record_set_int64(rec, b->name, b->i);
+            ok &= as_record_set_int64(rec, b->name, b->i);
         else if (b->type == LMCA__STR)
-            as_record_set_strp(rec, b->name, (char *)b->p, false);
+            ok &= as_record_set_strp(rec, b->name, (char *)b->p, false);
         else /* wrapped, not copied: the caller's buffer outlives the call */
-            as_record_set_rawp(rec, b->name, (const uint8_t *)b->p, (uint32_t)b->len, false);
+            ok &= as_record_set_rawp(rec, b->name, (const uint8_t *)b->p, (uint32_t)b->len,
+                                     false);
     }
+    return ok;
 }
 
-static void
+static bool
 add_ops(as_operations *ops, const lmca__bin *bins, unsigned n)
 {
+    bool ok = true;
     for (unsigned i = 0; i < n; i++) {
         const lmca__bin *b = &bins[i];
         if (b->type == LMCA__INT)
-            as_operations_add_write_int64(ops, b->name, b->i);
+            ok &= as_operations_add_write_int64(ops, b->name, b->i);
         else if (b->type == LMCA__STR)
-            as_operations_add_write_strp(ops, b->name, (const char *)b->p, false);
+            ok &= as_operations_add_write_strp(ops, b->name, (const char *)b->p, false);
         else
-            as_operations_add_write_rawp(ops, b->name, (const uint8_t *)b->p, (uint32_t)b->len,
-                                         false);
+            ok &= as_operations_add_write_rawp(ops, b->name, (const uint8_t *)b->p,
+                                               (uint32_t)b->len, false);
     }
+    return ok;
+}
+
+static int
+refused(lmca_err_t *err, const char *what, const char *key)
+{
+    return lmca__fail(err, LMCA_EINTERNAL, 0, "%s %s: the client refused a bin", what, key);
 }
 
 int
@@ -290,21 +334,23 @@ lmca__wire_write(lmca__wire *w, const char *key, const lmca__bin *bins, unsigned
 
     as_key_init_str(&k, w->ns, w->set, key);
     as_record_inita(&rec, (uint16_t)n);
-    set_bins(&rec, bins, n);
+    if (!set_bins(&rec, bins, n)) {
+        as_record_destroy(&rec);
+        return refused(err, "put", key);
+    }
     rec.ttl = ttl;
     rc = aerospike_key_put(&w->as, &e, &w->write, &k, &rec);
     as_record_destroy(&rec);
     return rc == AEROSPIKE_OK ? LMCA_OK : fail(err, &e, "put", key);
 }
 
-/* Decodes one bin of a read record: payload to the sink, the rest to cb. */
-static void
-take_bin(const char *name, as_val *v, const char *payload, lmca__sink *sink, lmca__bin_cb cb,
-         void *udata)
+/* One bin of a read record, as it came: typed, not judged (the schema judges). */
+static lmca__bin
+bin_of(const char *name, const as_val *v)
 {
-    lmca__bin b = {.name = name};
+    lmca__bin b = {.name = name, .type = LMCA__OTHER};
 
-    switch (as_val_type(v)) {
+    switch (as_val_type((as_val *)v)) {
     case AS_INTEGER:
         b.type = LMCA__INT;
         b.i = as_integer_get((as_integer *)v);
@@ -324,52 +370,60 @@ take_bin(const char *name, as_val *v, const char *payload, lmca__sink *sink, lmc
         b.len = as_bytes_size((as_bytes *)v);
         break;
     default:
-        return; /* bins of other types are not ours; ignore them */
+        break;
     }
-    if (payload != NULL && sink != NULL && strcmp(name, payload) == 0) {
-        sink->found = b.type == LMCA__BLOB;
-        sink->len = b.len;
-        if (sink->found && b.len <= sink->cap && b.len > 0)
-            memcpy(sink->dst, b.p, b.len); /* the one copy libaerospike's API leaves us */
-        return;
-    }
-    if (cb != NULL)
-        cb(udata, &b);
+    return b;
 }
 
+/* Hands a read record's bins over: the payload bin to r->dst (copied only when it
+   is a blob that fits), every other bin to r->cb. */
 static void
-take_record(const as_record *rec, const char *payload, lmca__sink *sink, lmca__bin_cb cb,
-            void *udata)
+take_record(const as_record *rec, const char *payload, lmca__read *r)
 {
     as_record_iterator it;
     as_record_iterator_init(&it, rec);
     while (as_record_iterator_has_next(&it)) {
         as_bin *bin = as_record_iterator_next(&it);
-        take_bin(as_bin_get_name(bin), (as_val *)as_bin_get_value(bin), payload, sink, cb, udata);
+        lmca__bin b = bin_of(as_bin_get_name(bin), (as_val *)as_bin_get_value(bin));
+        if (payload != NULL && strcmp(b.name, payload) == 0) {
+            r->found = true;
+            r->blob = b.type == LMCA__BLOB;
+            r->len = b.len;
+            if (r->blob && b.len <= r->cap && b.len > 0)
+                memcpy(r->dst, b.p, b.len); /* the one copy libaerospike's API leaves us */
+        } else if (r->cb != NULL) {
+            r->cb(r->udata, &b);
+        }
     }
     as_record_iterator_destroy(&it);
+    r->ttl = rec->ttl;
+}
+
+static void
+read_reset(lmca__read *r)
+{
+    r->found = r->blob = false;
+    r->len = 0;
+    r->ttl = 0;
+    r->result = LMCA_OK;
 }
 
 int
 lmca__wire_read(lmca__wire *w, const char *key, const char *const *names, const char *payload,
-                lmca__sink *sink, lmca__bin_cb cb, void *udata, lmca__recinfo *info,
-                lmca_err_t *err)
+                lmca__read *r, lmca_err_t *err)
 {
     as_key k;
     as_error e;
     as_record *rec = NULL;
     as_status rc;
 
-    if (sink != NULL)
-        sink->found = false, sink->len = 0;
+    read_reset(r);
     as_key_init_str(&k, w->ns, w->set, key);
     rc = names ? aerospike_key_select(&w->as, &e, &w->read, &k, (const char **)names, &rec)
                : aerospike_key_get(&w->as, &e, &w->read, &k, &rec);
     if (rc != AEROSPIKE_OK)
-        return fail(err, &e, "get", key);
-    take_record(rec, payload, sink, cb, udata);
-    if (info != NULL)
-        info->ttl = rec->ttl;
+        return r->result = fail(err, &e, "get", key);
+    take_record(rec, payload, r);
     as_record_destroy(rec);
     return LMCA_OK;
 }
@@ -404,60 +458,42 @@ batch_result(as_status rc, lmca_err_t *err, const as_error *e, as_batch_records 
                                              : fail(err, e, what, first_key);
 }
 
-int
-lmca__wire_read_many(lmca__wire *w, const char *const *keys, size_t n, const char *payload,
-                     lmca__sink *sinks, lmca__bin_cb cb, int *results, lmca_err_t *err)
+/* A row's own status; a row the server never answered failed with the call. */
+static int
+row_status(const as_batch_base_record *r, int call, const char *what, const char *key)
 {
-    as_batch_records recs;
-    as_error e;
-    int rc = LMCA_OK, call;
-
-    as_batch_records_init(&recs, (uint32_t)n);
-    for (size_t i = 0; i < n; i++) {
-        as_batch_read_record *r = as_batch_read_reserve(&recs);
-        as_key_init_str(&r->key, w->ns, w->set, keys[i]);
-        r->read_all_bins = true;
-    }
-    call = aerospike_batch_read(&w->as, &e, &w->batch, &recs);
-    if (call != AEROSPIKE_OK && e.code != AEROSPIKE_BATCH_FAILED)
-        rc = fail(err, &e, "batch get", keys[0]);
-    for (size_t i = 0; i < n; i++) {
-        as_batch_read_record *r = as_vector_get(&recs.list, (uint32_t)i);
-        sinks[i].found = false;
-        sinks[i].len = 0;
-        if (rc != LMCA_OK) {
-            results[i] = rc; /* the whole call failed: so did every row */
-            continue;
-        }
-        results[i] = fail_code(NULL, r->result, r->message, "batch get", keys[i]);
-        if (results[i] == LMCA_OK)
-            take_record(&r->record, payload, &sinks[i], cb, sinks[i].udata);
-    }
-    if (rc == LMCA_OK && call != AEROSPIKE_OK)
-        rc = batch_fail(err, &e, &recs, "batch get");
-    as_batch_records_destroy(&recs);
-    return rc;
+    if (r->result == AEROSPIKE_NO_RESPONSE && call != LMCA_OK)
+        return call;
+    return fail_code(NULL, r->result, r->message, what, key);
 }
 
 int
-lmca__wire_exists_many(lmca__wire *w, const char *const *keys, size_t n, uint8_t *found,
-                       lmca_err_t *err)
+lmca__wire_read_many(lmca__wire *w, const char *const *keys, size_t n, const char *const *names,
+                     const char *payload, lmca__read *rs, lmca_err_t *err)
 {
     as_batch_records recs;
     as_error e;
-    int rc = LMCA_OK;
+    uint32_t nnames = 0;
+    int rc;
 
+    while (names && names[nnames])
+        nnames++;
     as_batch_records_init(&recs, (uint32_t)n);
     for (size_t i = 0; i < n; i++) {
         as_batch_read_record *r = as_batch_read_reserve(&recs);
         as_key_init_str(&r->key, w->ns, w->set, keys[i]);
-        /* no bins and no ops: a header-only read, the batch form of exists */
+        r->read_all_bins = names == NULL;
+        r->bin_names = (char **)names;
+        r->n_bin_names = nnames;
+        read_reset(&rs[i]);
     }
     rc = batch_result(aerospike_batch_read(&w->as, &e, &w->batch, &recs), err, &e, &recs,
-                      "batch exists", keys[0]);
-    for (size_t i = 0; rc == LMCA_OK && i < n; i++) {
+                      "batch get", keys[0]);
+    for (size_t i = 0; i < n; i++) {
         as_batch_read_record *r = as_vector_get(&recs.list, (uint32_t)i);
-        found[i] = r->result == AEROSPIKE_OK;
+        rs[i].result = row_status((as_batch_base_record *)r, rc, "batch get", keys[i]);
+        if (rs[i].result == LMCA_OK)
+            take_record(&r->record, payload, &rs[i]);
     }
     as_batch_records_destroy(&recs);
     return rc;
@@ -467,8 +503,9 @@ int
 lmca__wire_write_many(lmca__wire *w, lmca__row *rows, size_t n, lmca_err_t *err)
 {
     as_batch_records recs;
-    as_operations *ops = calloc(n, sizeof *ops);
+    as_operations *ops = lmca__calloc(n, sizeof *ops);
     as_error e;
+    bool built = true;
     int rc;
 
     if (ops == NULL)
@@ -477,20 +514,23 @@ lmca__wire_write_many(lmca__wire *w, lmca__row *rows, size_t n, lmca_err_t *err)
     for (size_t i = 0; i < n; i++) {
         as_batch_write_record *r = as_batch_write_reserve(&recs);
         as_key_init_str(&r->key, w->ns, w->set, rows[i].key);
-        as_operations_init(&ops[i], (uint16_t)rows[i].nbins);
-        add_ops(&ops[i], rows[i].bins, rows[i].nbins);
+        as_operations_init(&ops[i], (uint16_t)(rows[i].nbins + rows[i].touch));
+        if (rows[i].touch)
+            built &= as_operations_add_touch(&ops[i]);
+        built &= add_ops(&ops[i], rows[i].bins, rows[i].nbins);
         ops[i].ttl = rows[i].ttl;
         r->ops = &ops[i];
-        r->policy = &w->batch_write;
+        r->policy = rows[i].touch ? &w->batch_touch : &w->batch_write;
     }
-    rc = batch_result(aerospike_batch_write(&w->as, &e, &w->batch_write_parent, &recs), err, &e,
-                      &recs, "batch put", rows[0].key);
+    if (built)
+        rc = batch_result(aerospike_batch_write(&w->as, &e, &w->batch_write_parent, &recs), err,
+                          &e, &recs, "batch put", rows[0].key);
+    else
+        rc = refused(err, "batch put", rows[0].key);
     for (size_t i = 0; i < n; i++) {
         as_batch_write_record *r = as_vector_get(&recs.list, (uint32_t)i);
-        /* A row the server never answered after a failed call failed with it. */
-        rows[i].result = r->result == AEROSPIKE_NO_RESPONSE && rc != LMCA_OK
-                             ? rc
-                             : fail_code(NULL, r->result, r->message, "batch put", rows[i].key);
+        rows[i].result = built ? row_status((as_batch_base_record *)r, rc, "batch put", rows[i].key)
+                               : rc;
         as_operations_destroy(&ops[i]);
     }
     as_batch_records_destroy(&recs);
@@ -510,11 +550,23 @@ lmca__wire_remove(lmca__wire *w, const char *key, lmca_err_t *err)
 }
 
 int
-lmca__wire_remove_many(lmca__wire *w, const char *const *keys, size_t n, lmca_err_t *err)
+lmca__wire_remove_digest(lmca__wire *w, const uint8_t digest[20], lmca_err_t *err)
+{
+    as_key k;
+    as_error e;
+    as_key_init_digest(&k, w->ns, w->set, digest);
+    if (aerospike_key_remove(&w->as, &e, &w->remove, &k) != AEROSPIKE_OK)
+        return fail(err, &e, "remove by digest in", w->set);
+    return LMCA_OK;
+}
+
+int
+lmca__wire_remove_many(lmca__wire *w, const char *const *keys, size_t n, size_t *removed,
+                       size_t *failed, lmca_err_t *err)
 {
     as_batch_records recs;
     as_error e;
-    int rc = LMCA_OK;
+    int rc;
 
     as_batch_records_init(&recs, (uint32_t)n);
     for (size_t i = 0; i < n; i++) {
@@ -522,8 +574,13 @@ lmca__wire_remove_many(lmca__wire *w, const char *const *keys, size_t n, lmca_er
         as_key_init_str(&r->key, w->ns, w->set, keys[i]);
     }
     /* Missing rows answer NOT_FOUND, which does not fail the batch. */
-    rc = batch_result(aerospike_batch_write(&w->as, &e, &w->batch_write_parent, &recs), err, &e, &recs,
-                      "batch remove", keys[0]);
+    rc = batch_result(aerospike_batch_write(&w->as, &e, &w->batch_write_parent, &recs), err, &e,
+                      &recs, "batch remove", keys[0]);
+    for (size_t i = 0; i < n; i++) {
+        as_batch_remove_record *r = as_vector_get(&recs.list, (uint32_t)i);
+        *removed += r->result == AEROSPIKE_OK;
+        *failed += r->result != AEROSPIKE_OK && r->result != AEROSPIKE_ERR_RECORD_NOT_FOUND;
+    }
     as_batch_records_destroy(&recs);
     return rc;
 }
@@ -540,8 +597,10 @@ lmca__wire_touch(lmca__wire *w, const char *key, uint32_t ttl, const lmca__bin *
 
     as_key_init_str(&k, w->ns, w->set, key);
     as_operations_inita(&ops, (uint16_t)(n + 1));
-    as_operations_add_touch(&ops);
-    add_ops(&ops, bins, n);
+    if (!as_operations_add_touch(&ops) || !add_ops(&ops, bins, n)) {
+        as_operations_destroy(&ops);
+        return refused(err, "touch", key);
+    }
     ops.ttl = ttl;
     rc = aerospike_key_operate(&w->as, &e, &w->operate, &k, &ops, &rec);
     as_operations_destroy(&ops);
@@ -578,12 +637,13 @@ scan_each(const as_val *v, void *udata)
 {
     scan_ctx *ctx = udata;
     const as_record *rec = as_record_fromval(v);
-    lmca__scanned s = {0};
     bin_list l = {.n = 0};
+    lmca__read r = {.cb = collect_bin, .udata = &l};
+    lmca__scanned s = {0};
 
     if (rec == NULL)
         return true; /* end of scan */
-    take_record(rec, NULL, NULL, collect_bin, &l);
+    take_record(rec, NULL, &r);
     s.digest = rec->key.digest.value;
     s.key = rec->key.valuep && as_val_type((as_val *)rec->key.valuep) == AS_STRING
                 ? rec->key.valuep->string.value
@@ -609,8 +669,12 @@ lmca__wire_scan(lmca__wire *w, const char *const *names, lmca__scan_cb cb, void 
     as_scan_init(&scan, w->ns, w->set);
     scan.no_bins = names == NULL;
     as_scan_select_inita(&scan, n);
-    for (uint16_t i = 0; i < n; i++)
-        as_scan_select(&scan, names[i]);
+    for (uint16_t i = 0; i < n; i++) {
+        if (!as_scan_select(&scan, names[i])) {
+            as_scan_destroy(&scan);
+            return refused(err, "scan", w->set);
+        }
+    }
     rc = aerospike_scan_foreach(&w->as, &e, &w->scan, &scan, scan_each, &ctx);
     as_scan_destroy(&scan);
     return rc == AEROSPIKE_OK ? LMCA_OK : fail(err, &e, "scan", w->set);

@@ -7,8 +7,11 @@
  * caller's buffer and recv()s straight into the destination, see DESIGN.md) can
  * replace the payload calls here without touching the schema or the engine.
  *
+ * Nothing here interprets what it reads: bins reach the schema's decoders as
+ * they came, typed, and the schema decides what is valid (schema.c).
+ *
  * All calls are thread-safe on one lmca__wire and return lmca_status codes;
- * Aerospike results are mapped to them in one place (wire.c, map_error).
+ * Aerospike results are mapped to them in one place (wire.c, status_of).
  */
 #ifndef LMCA_WIRE_H
 #define LMCA_WIRE_H
@@ -17,10 +20,11 @@
 
 typedef struct lmca__wire lmca__wire;
 
-typedef enum { LMCA__INT = 1, LMCA__STR, LMCA__BLOB } lmca__type;
+/* OTHER: any type the schema never writes (double, list, map, geo, ...). */
+typedef enum { LMCA__INT = 1, LMCA__STR, LMCA__BLOB, LMCA__OTHER } lmca__type;
 
-/* One bin. For STR, `p` is NUL-terminated; for BLOB, `p`/`len` stay owned by
-   the caller on writes and point into the client's record on reads. */
+/* One bin. For STR, `p` is NUL-terminated on writes; on reads STR and BLOB point
+   into the client's record, valid during the callback only, `len` bytes. */
 typedef struct lmca__bin {
     const char *name;
     lmca__type type;
@@ -29,22 +33,22 @@ typedef struct lmca__bin {
     size_t len;
 } lmca__bin;
 
-/* Where a read puts its payload bin: received into `dst` when it fits `cap`. */
-typedef struct lmca__sink {
-    void *dst;
-    size_t cap;
-    void *udata; /* passed to the lmca__bin_cb of this record's other bins */
-    size_t len;  /* out: the stored bin's size (even when it did not fit) */
-    bool found;  /* out: the bin exists */
-} lmca__sink;
-
-/* Small bins of a read record, one call per bin, while the record is alive. */
+/* Bins of a read record other than its payload, one call per bin. */
 typedef void (*lmca__bin_cb)(void *udata, const lmca__bin *bin);
 
-/* What a read learns besides bins. */
-typedef struct lmca__recinfo {
-    uint32_t ttl; /* seconds left; 0xFFFFFFFF never expires */
-} lmca__recinfo;
+/* One record to read: where its payload bin goes and who decodes the others. */
+typedef struct lmca__read {
+    void *dst;          /* the payload bin is copied here when it is a blob of */
+    size_t cap;         /* at most `cap` bytes */
+    lmca__bin_cb cb;    /* may be NULL */
+    void *udata;
+    /* out */
+    bool found;         /* the payload bin exists (whatever its type) */
+    bool blob;          /* ... and is a blob */
+    size_t len;         /* its size, also when it was not copied */
+    uint32_t ttl;       /* seconds left; 0xFFFFFFFF never expires */
+    int result;         /* LMCA_OK, LMCA_MISS (no record) or an error */
+} lmca__read;
 
 int lmca__wire_open(const lmca_config_t *cfg, lmca__wire **out, lmca_err_t *err);
 void lmca__wire_close(lmca__wire *w);
@@ -57,23 +61,22 @@ int lmca__wire_write(lmca__wire *w, const char *key, const lmca__bin *bins, unsi
                      uint32_t ttl, lmca_err_t *err);
 
 /*
- * Reads `key`: bins named in `names` (NULL-terminated; NULL = all). The bin called
- * `payload` goes to `sink`, the others to `cb`. @return LMCA_OK, LMCA_MISS, error.
+ * Reads `key`: the bins named in `names` (NULL-terminated; NULL = all). The bin
+ * called `payload` (may be NULL) goes to r->dst, the others to r->cb.
+ * @return r->result: LMCA_OK, LMCA_MISS, or an error (message in err).
  */
 int lmca__wire_read(lmca__wire *w, const char *key, const char *const *names,
-                    const char *payload, lmca__sink *sink, lmca__bin_cb cb, void *udata,
-                    lmca__recinfo *info, lmca_err_t *err);
+                    const char *payload, lmca__read *r, lmca_err_t *err);
 
-/* Batch: every record of `keys`, all bins; `payload` into sinks[i], others to
-   cb(sinks[i].udata, bin). results[i] is every row's status (LMCA_OK, LMCA_MISS
-   or an error; all rows carry the call's error when the call itself failed).
-   @return LMCA_OK, or the first error (call or row), with its message in err. */
-int lmca__wire_read_many(lmca__wire *w, const char *const *keys, size_t n, const char *payload,
-                         lmca__sink *sinks, lmca__bin_cb cb, int *results, lmca_err_t *err);
-
-/* Batch, no bins: found[i] = 1 if record keys[i] exists. */
-int lmca__wire_exists_many(lmca__wire *w, const char *const *keys, size_t n, uint8_t *found,
-                           lmca_err_t *err);
+/*
+ * The same for `n` records in batch calls; rs[i] answers keys[i]. Every
+ * rs[i].result is set: a row's own status, or the call's error when the whole
+ * call failed.
+ * @return LMCA_OK, or the first error (call or row), with its message in err.
+ */
+int lmca__wire_read_many(lmca__wire *w, const char *const *keys, size_t n,
+                         const char *const *names, const char *payload, lmca__read *rs,
+                         lmca_err_t *err);
 
 /* One record of a batch write. */
 typedef struct lmca__row {
@@ -81,19 +84,26 @@ typedef struct lmca__row {
     const lmca__bin *bins;
     unsigned nbins;
     uint32_t ttl;
-    int result; /* out: this row's status */
+    bool touch;  /* a touch of an existing record (plus `bins`), not a replace */
+    int result;  /* out: LMCA_OK, LMCA_MISS (touch of a missing record), error */
 } lmca__row;
 
-/* Batch write: every row replaced by its bins, with its TTL.
-   @return LMCA_OK when every row succeeded, else the first failing row's (or
-   the call's) error, with its message in err; rows[i].result says which. */
+/* Batch write: every row replaced by its bins (or touched), with its TTL.
+   Every rows[i].result is set.
+   @return LMCA_OK when every row succeeded (a touch's miss included), else the
+   first failing row's (or the call's) error, with its message in err. */
 int lmca__wire_write_many(lmca__wire *w, lmca__row *rows, size_t n, lmca_err_t *err);
 
 /* @return LMCA_OK, LMCA_MISS (nothing there), error. */
 int lmca__wire_remove(lmca__wire *w, const char *key, lmca_err_t *err);
 
-/* Batch remove; rows that are missing are fine. */
-int lmca__wire_remove_many(lmca__wire *w, const char *const *keys, size_t n, lmca_err_t *err);
+/* The same by the record's digest. */
+int lmca__wire_remove_digest(lmca__wire *w, const uint8_t digest[20], lmca_err_t *err);
+
+/* Batch remove; rows that are missing are fine. Adds to `removed` the rows that
+   removed a record and to `failed` those that met an error. */
+int lmca__wire_remove_many(lmca__wire *w, const char *const *keys, size_t n, size_t *removed,
+                           size_t *failed, lmca_err_t *err);
 
 /* Sets the record's TTL (touch) and writes `bins` in one operate.
    @return LMCA_OK, LMCA_MISS, error. */
@@ -113,7 +123,8 @@ typedef struct lmca__scanned {
 typedef bool (*lmca__scan_cb)(void *udata, const lmca__scanned *rec);
 
 /* Scans the set, reading only the bins in `names` (NULL-terminated), or no bins
-   at all when `names` is NULL. */
+   at all when `names` is NULL. Records with more than 16 bins are passed with
+   their first 16. */
 int lmca__wire_scan(lmca__wire *w, const char *const *names, lmca__scan_cb cb, void *udata,
                     lmca_err_t *err);
 

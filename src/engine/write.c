@@ -1,192 +1,304 @@
 /*
- * write.c - writing chunks: segments first, every row checked, then the meta
- * record that publishes them (spec 4.3.5).
+ * write.c - writing chunks: the put steps (begin, segments, commit, abort) and
+ * whole puts. Segments first, every row checked, then the meta record that
+ * publishes them (spec 4.3.5); a failed put removes what it wrote.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "schema.h"
 
-int
-lmca_write_segment(lmca_t *h, const char *key, uint32_t index, const void *src, size_t len,
-                   bool pin, lmca_err_t *err)
-{
-    char skey[LMCA__RECKEY_SIZE];
-    lmca__bin bins[2] = {{.name = "b", .type = LMCA__BLOB, .p = src, .len = len},
-                         {.name = "crc32", .type = LMCA__INT}};
-    int rc;
-
-    if ((rc = lmca__check_key(key, err)) != LMCA_OK)
-        return rc;
-    if (src == NULL && len > 0)
-        return lmca__fail(err, LMCA_EINVAL, 0, "segment %u of \"%s\": NULL source", index, key);
-    if (h->cfg.enable_crc32)
-        bins[1].i = lmca__crc32(src, len);
-    lmca__segment_key(skey, key, index);
-    return lmca__wire_write(h->wire, skey, bins, h->cfg.enable_crc32 ? 2 : 1,
-                            lmca__ttl(h, pin), err);
-}
-
-/* Writes segments [first, first + n) in one batch call. */
-static int
-write_segment_batch(lmca_t *h, const char *key, const lmca_plan_t *p, uint32_t first, uint32_t n,
-                    const uint8_t *buf, bool pin, lmca_err_t *err)
-{
-    char *slab = malloc((size_t)n * (LMCA__RECKEY_SIZE + sizeof(lmca__row) + 2 * sizeof(lmca__bin)));
-    lmca__row *rows = (lmca__row *)slab;
-    lmca__bin *bins = (lmca__bin *)(rows + n);
-    char *names = (char *)(bins + 2 * (size_t)n);
-    int rc;
-
-    if (slab == NULL)
-        return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory writing %u segments", n);
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t s = first + i;
-        const uint8_t *src = buf + (uint64_t)s * p->seg_b;
-        size_t len = s + 1 < p->nseg ? p->seg_b : p->last_b;
-        lmca__bin *b = &bins[2 * (size_t)i];
-        char *skey = names + (size_t)i * LMCA__RECKEY_SIZE;
-        lmca__segment_key(skey, key, s);
-        b[0] = (lmca__bin){.name = "b", .type = LMCA__BLOB, .p = src, .len = len};
-        b[1] = (lmca__bin){.name = "crc32", .type = LMCA__INT,
-                           .i = h->cfg.enable_crc32 ? lmca__crc32(src, len) : 0};
-        rows[i] = (lmca__row){.key = skey, .bins = b, .nbins = h->cfg.enable_crc32 ? 2 : 1,
-                              .ttl = lmca__ttl(h, pin)};
-    }
-    rc = lmca__wire_write_many(h->wire, rows, n, err);
-    free(slab);
-    return rc;
-}
-
-int
-lmca_write_meta(lmca_t *h, const char *key, const lmca_meta_t *m, const void *payload,
-                const lmca_put_opts_t *opts, lmca_err_t *err)
-{
-    char mkey[LMCA__RECKEY_SIZE];
-    lmca__bin bins[LMCA__META_BINS];
-    int rc;
-
-    if ((rc = lmca__check_key(key, err)) != LMCA_OK || (rc = lmca__check_opts(key, opts, err)))
-        return rc;
-    if (m->nseg == 1 && payload == NULL && m->tot_b > 0)
-        return lmca__fail(err, LMCA_EINVAL, 0, "put \"%s\": inline payload is NULL", key);
-    lmca__meta_key(mkey, key);
-    return lmca__wire_write(h->wire, mkey, bins, lmca__meta_bins(bins, m, payload, opts),
-                            lmca__ttl(h, opts && opts->pin), err);
-}
+/* ---------------------------------------------------------------------------
+ * Errors an operator can act on: what to lower, what is full.
+ */
 
 static int
-write_segments(lmca_t *h, const char *key, const lmca_plan_t *p, const uint8_t *buf, bool pin,
-               lmca_err_t *err)
-{
-    uint32_t step = lmca__batch_rows(h, p->seg_b);
-    int rc = LMCA_OK;
-
-    for (uint32_t i = 0; rc == LMCA_OK && i < p->nseg; i += step) {
-        uint32_t n = p->nseg - i < step ? p->nseg - i : step;
-        size_t len = i + 1 < p->nseg ? p->seg_b : p->last_b;
-        rc = n == 1 ? lmca_write_segment(h, key, i, buf + (uint64_t)i * p->seg_b, len, pin, err)
-                    : write_segment_batch(h, key, p, i, n, buf, pin, err);
-    }
-    return rc;
-}
-
-/* Adds the sizes and caps to a too-big error: the operator's next step. */
-static int
-explain_too_big(const lmca_t *h, const char *key, size_t len, const lmca_plan_t *p,
-                lmca_err_t *err)
+explain_too_big(const lmca_t *h, const lmca_put_t *p, lmca_err_t *err)
 {
     return lmca__fail(err, LMCA_ETOO_BIG, err ? err->as_code : 13,
                       "put \"%s\": the server refused a record of a %zu-byte payload (%u "
                       "record(s) of up to %llu bytes) as too big; namespace %s=%llu, "
                       "max_segment_bytes=%llu, target_segment_bytes=%llu: lower them or raise "
                       "the namespace's max-record-size",
-                      key, len, p->nseg, (unsigned long long)p->seg_b, h->limits.cap_source,
-                      (unsigned long long)h->limits.server_cap,
+                      p->key, p->len, p->meta.nseg, (unsigned long long)p->meta.seg_b,
+                      h->limits.cap_source, (unsigned long long)h->limits.server_cap,
                       (unsigned long long)h->limits.max_segment_bytes,
                       (unsigned long long)h->limits.target_segment_bytes);
 }
 
-/* Checks a put's arguments and plans it; fills the meta fields it decides. */
-static int
-prepare(lmca_t *h, const char *key, const void *buf, size_t len, const lmca_put_opts_t *opts,
-        lmca_plan_t *plan, lmca_meta_t *m, lmca_err_t *err)
+/* Appends " name=value" for a setting the namespace reported. */
+static size_t
+setting(char *out, size_t cap, size_t at, const char *name, int64_t value)
 {
+    if (value < 0 || at >= cap)
+        return at;
+    return at + (size_t)snprintf(out + at, cap - at, " %s=%lld", name, (long long)value);
+}
+
+static int
+explain_full(const lmca_t *h, const lmca_put_t *p, lmca_err_t *err)
+{
+    const lmca_server_info_t *s = &h->server;
+    char limits[200] = "";
+    size_t at = 0;
+
+    at = setting(limits, sizeof limits, at, "storage-engine.stop-writes-used-pct",
+                 s->stop_writes_used_pct);
+    at = setting(limits, sizeof limits, at, "storage-engine.stop-writes-avail-pct",
+                 s->stop_writes_avail_pct);
+    at = setting(limits, sizeof limits, at, "stop-writes-sys-memory-pct",
+                 s->stop_writes_sys_memory_pct);
+    setting(limits, sizeof limits, at, "storage-engine.data-size", s->data_size);
+    return lmca__fail(err, LMCA_EFULL, err ? err->as_code : 8,
+                      "put \"%s\": namespace \"%s\" is full: the server stopped writes at its "
+                      "stop-writes limits (%s ); free space (remove or expire chunks), add "
+                      "capacity, or raise those limits. Retrying will not help until then",
+                      p->key, h->cfg.namespace_, at ? limits + 1 : "not reported");
+}
+
+static int
+explain(const lmca_t *h, const lmca_put_t *p, int rc, lmca_err_t *err)
+{
+    if (rc == LMCA_ETOO_BIG)
+        return explain_too_big(h, p, err);
+    if (rc == LMCA_EFULL)
+        return explain_full(h, p, err);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * The put steps.
+ */
+
+int
+lmca_put_begin(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
+{
+    lmca_plan_t plan;
     int rc;
-    if ((rc = lmca__check_key(key, err)) != LMCA_OK || (rc = lmca__check_opts(key, opts, err)))
+
+    memset(&p->meta, 0, sizeof p->meta);
+    if ((rc = lmca__check_key(p->key, err)) != LMCA_OK ||
+        (rc = lmca__check_opts(p->key, p->opts, err)) != LMCA_OK)
         return rc;
-    if (buf == NULL && len > 0)
-        return lmca__fail(err, LMCA_EINVAL, 0, "put \"%s\": NULL buffer of %zu bytes", key, len);
-    if ((rc = lmca_plan(&h->limits, len, plan, err)) != LMCA_OK)
+    if (p->buf == NULL && p->len > 0)
+        return lmca__fail(err, LMCA_EINVAL, 0, "put \"%s\": NULL buffer of %zu bytes", p->key,
+                          p->len);
+    if ((rc = lmca_plan(&h->limits, p->len, &plan, err)) != LMCA_OK)
         return rc;
-    m->nseg = plan->nseg;
-    m->seg_b = plan->seg_b;
-    m->tot_b = len;
-    m->has_crc32 = h->cfg.enable_crc32;
-    m->crc32 = m->has_crc32 ? lmca__crc32(buf, len) : 0;
+    p->meta.ver = LMCA_SCHEMA_VERSION;
+    p->meta.nseg = plan.nseg;
+    p->meta.seg_b = plan.seg_b;
+    p->meta.tot_b = p->len;
+    p->meta.wid = lmca__new_wid(h);
+    p->meta.pin = p->opts && p->opts->pin;
     return LMCA_OK;
+}
+
+static const uint8_t *
+segment_src(const lmca_put_t *p, uint32_t index)
+{
+    return (const uint8_t *)p->buf + (uint64_t)index * p->meta.seg_b;
+}
+
+/* Segment `index` alone. */
+static int
+write_segment(lmca_t *h, const lmca_put_t *p, uint32_t index, lmca_err_t *err)
+{
+    char skey[LMCA__RECKEY_SIZE];
+    lmca__bin bins[LMCA__SEGMENT_BINS];
+    unsigned n = lmca__segment_bins(bins, &p->meta, segment_src(p, index),
+                                    lmca_segment_len(&p->meta, index), h->cfg.enable_crc32);
+
+    lmca__segment_key(skey, p->key, index);
+    return lmca__wire_write(h->wire, skey, bins, n, lmca__ttl(h, p->meta.pin), err);
+}
+
+/* Segments [first, first + n) in one batch call. */
+static int
+write_segment_batch(lmca_t *h, const lmca_put_t *p, uint32_t first, uint32_t n, lmca_err_t *err)
+{
+    char **keys = lmca__key_slab(n, sizeof(lmca__row) + LMCA__SEGMENT_BINS * sizeof(lmca__bin),
+                                 "batch put", err);
+    lmca__row *rows = keys ? lmca__slab_extra(keys, n) : NULL;
+    lmca__bin *bins = (lmca__bin *)(rows + n);
+    int rc;
+
+    if (keys == NULL)
+        return LMCA_ENOMEM;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t s = first + i;
+        lmca__bin *b = &bins[(size_t)i * LMCA__SEGMENT_BINS];
+        lmca__segment_key(keys[i], p->key, s);
+        rows[i] = (lmca__row){.key = keys[i], .bins = b,
+                              .nbins = lmca__segment_bins(b, &p->meta, segment_src(p, s),
+                                                          lmca_segment_len(&p->meta, s),
+                                                          h->cfg.enable_crc32),
+                              .ttl = lmca__ttl(h, p->meta.pin)};
+    }
+    rc = lmca__wire_write_many(h->wire, rows, n, err);
+    free(keys);
+    return rc;
+}
+
+int
+lmca_put_segments(lmca_t *h, const lmca_put_t *p, uint32_t first, uint32_t count,
+                  lmca_err_t *err)
+{
+    const lmca_meta_t *m = &p->meta;
+    uint32_t step = lmca__batch_rows(h, m->seg_b), end;
+    int rc = LMCA_OK;
+
+    if (m->nseg < 2 || first >= m->nseg || count > m->nseg - first)
+        return lmca__fail(err, LMCA_EINVAL, 0, "put \"%s\": segments %u+%u of a %u-segment plan",
+                          p->key, first, count, m->nseg);
+    end = first + count;
+    for (uint32_t i = first; rc == LMCA_OK && i < end; i += step) {
+        uint32_t n = end - i < step ? end - i : step;
+        rc = n == 1 ? write_segment(h, p, i, err) : write_segment_batch(h, p, i, n, err);
+    }
+    return explain(h, p, rc, err);
+}
+
+/* The CRC, computed at commit: after the segments, on the thread that commits,
+   never at submit. */
+static void
+seal(lmca_t *h, lmca_put_t *p)
+{
+    p->meta.has_crc32 = h->cfg.enable_crc32;
+    p->meta.crc32 = p->meta.has_crc32 ? lmca__crc32(p->buf, p->len) : 0;
+}
+
+int
+lmca_put_commit(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
+{
+    char mkey[LMCA__RECKEY_SIZE];
+    lmca__bin bins[LMCA__META_BINS];
+    unsigned n;
+
+    seal(h, p);
+    n = lmca__meta_bins(bins, &p->meta, p->buf, p->opts);
+    lmca__meta_key(mkey, p->key);
+    return explain(h, p, lmca__wire_write(h->wire, mkey, bins, n, lmca__ttl(h, p->meta.pin), err),
+                   err);
+}
+
+/* Commits puts [0, n) in one batch call. */
+static int
+commit_group(lmca_t *h, lmca_put_t *ps, size_t n, int *results, lmca_err_t *err)
+{
+    char **keys = lmca__key_slab(n, sizeof(lmca__row) + LMCA__META_BINS * sizeof(lmca__bin),
+                                 "batch put", err);
+    lmca__row *rows = keys ? lmca__slab_extra(keys, n) : NULL;
+    lmca__bin *bins = (lmca__bin *)(rows + n);
+    int rc;
+
+    if (keys == NULL) {
+        for (size_t i = 0; i < n; i++)
+            results[i] = LMCA_ENOMEM;
+        return LMCA_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        lmca__bin *b = &bins[i * LMCA__META_BINS];
+        seal(h, &ps[i]);
+        lmca__meta_key(keys[i], ps[i].key);
+        rows[i] = (lmca__row){.key = keys[i], .bins = b,
+                              .nbins = lmca__meta_bins(b, &ps[i].meta, ps[i].buf, ps[i].opts),
+                              .ttl = lmca__ttl(h, ps[i].meta.pin)};
+    }
+    rc = lmca__wire_write_many(h->wire, rows, n, err);
+    for (size_t i = 0; i < n; i++)
+        results[i] = rows[i].result;
+    if (rc != LMCA_OK) {
+        for (size_t i = 0; i < n; i++)
+            if (rows[i].result == rc) { /* the first failing row names the batch */
+                rc = explain(h, &ps[i], rc, err);
+                break;
+            }
+    }
+    free(keys);
+    return rc;
+}
+
+/* Puts per batch call: at most 4096, within LMCA__BATCH_BYTES_MAX of payload
+   (a batch request travels as one proto, which must stay under 128 MiB). */
+static size_t
+commit_group_end(const lmca_put_t *ps, size_t i, size_t n)
+{
+    uint64_t total = 0;
+    size_t j = i;
+    while (j < n && j - i < 4096 && (j == i || total + ps[j].len <= LMCA__BATCH_BYTES_MAX))
+        total += ps[j++].len;
+    return j;
+}
+
+int
+lmca_put_commit_many(lmca_t *h, lmca_put_t *ps, size_t n, int *results, lmca_err_t *err)
+{
+    int rc = LMCA_OK;
+
+    if (n > LMCA_BATCH_MAX)
+        return lmca__fail(err, LMCA_EINVAL, 0, "batch put: %zu keys (at most %u)", n,
+                          LMCA_BATCH_MAX);
+    for (size_t i = 0; rc == LMCA_OK && i < n; i++)
+        if (ps[i].meta.nseg != 1 || ps[i].meta.wid == 0)
+            rc = lmca__fail(err, LMCA_EINVAL, 0,
+                            "put \"%s\": lmca_put_commit_many takes begun single-record puts; "
+                            "this one has %u segments",
+                            ps[i].key ? ps[i].key : "(null)", ps[i].meta.nseg);
+    if (rc != LMCA_OK) { /* nothing was written: every row says why */
+        for (size_t i = 0; i < n; i++)
+            results[i] = rc;
+        return rc;
+    }
+    for (size_t i = 0; i < n;) {
+        size_t end = commit_group_end(ps, i, n);
+        int grc = commit_group(h, ps + i, end - i, results + i, rc == LMCA_OK ? err : NULL);
+        if (rc == LMCA_OK)
+            rc = grc;
+        i = end;
+    }
+    return rc;
+}
+
+void
+lmca_put_abort(lmca_t *h, const lmca_put_t *p)
+{
+    uint32_t nseg = p->meta.nseg;
+    size_t removed = 0, failed = 0;
+    char **keys;
+
+    if (nseg < 2)
+        return; /* one record: written whole or not at all */
+    LMCA__COUNT(h, puts_aborted);
+    if ((keys = lmca__key_slab(nseg, 0, "abort", NULL)) == NULL) {
+        atomic_fetch_add_explicit(&h->counters.segments_left, nseg, memory_order_relaxed);
+        return;
+    }
+    for (uint32_t i = 0; i < nseg; i++)
+        lmca__segment_key(keys[i], p->key, i);
+    /* Every segment of the plan: which ones landed is unknown after a timeout. */
+    lmca__wire_remove_many(h->wire, (const char *const *)keys, nseg, &removed, &failed, NULL);
+    atomic_fetch_add_explicit(&h->counters.segments_removed, removed, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->counters.segments_left, failed, memory_order_relaxed);
+    free(keys);
 }
 
 int
 lmca_put(lmca_t *h, const char *key, const void *buf, size_t len, const lmca_put_opts_t *opts,
          lmca_err_t *err)
 {
-    lmca_plan_t plan;
-    lmca_meta_t m = {0};
-    int rc;
+    lmca_put_t p = {.key = key, .buf = buf, .len = len, .opts = opts};
+    int rc = lmca_put_begin(h, &p, err);
 
-    if ((rc = prepare(h, key, buf, len, opts, &plan, &m, err)) != LMCA_OK)
+    if (rc != LMCA_OK)
         return rc;
     /* Segments first, every row checked; the meta record last publishes them. */
-    if (plan.nseg > 1)
-        rc = write_segments(h, key, &plan, buf, opts && opts->pin, err);
+    if (p.meta.nseg > 1)
+        rc = lmca_put_segments(h, &p, 0, p.meta.nseg, err);
     if (rc == LMCA_OK)
-        rc = lmca_write_meta(h, key, &m, buf, opts, err);
-    return rc == LMCA_ETOO_BIG ? explain_too_big(h, key, len, &plan, err) : rc;
-}
-
-int
-lmca_put_small_many(lmca_t *h, const char *const *keys, size_t n, const void *const *bufs,
-                    const size_t *lens, const lmca_put_opts_t *opts, int *results,
-                    lmca_err_t *err)
-{
-    size_t each = LMCA__RECKEY_SIZE + sizeof(lmca__row) + LMCA__META_BINS * sizeof(lmca__bin) +
-                  sizeof(lmca_meta_t);
-    char *slab = n ? malloc(n * each) : NULL;
-    lmca__row *rows = (lmca__row *)slab;
-    lmca__bin *bins = (lmca__bin *)(rows + n);
-    lmca_meta_t *metas = (lmca_meta_t *)(bins + n * LMCA__META_BINS);
-    char *names = (char *)(metas + n);
-    int rc = LMCA_OK;
-
-    if (n == 0)
-        return LMCA_OK;
-    if (slab == NULL)
-        return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory writing %zu chunks", n);
-    for (size_t i = 0; i < n; i++) {
-        const lmca_put_opts_t *o = opts ? &opts[i] : NULL;
-        lmca_plan_t plan;
-        lmca__bin *b = &bins[i * LMCA__META_BINS];
-        char *mkey = names + i * LMCA__RECKEY_SIZE;
-        metas[i] = (lmca_meta_t){0};
-        rc = prepare(h, keys[i], bufs[i], lens[i], o, &plan, &metas[i], err);
-        if (rc == LMCA_OK && plan.nseg != 1)
-            rc = lmca__fail(err, LMCA_EINVAL, 0,
-                            "put \"%s\": %zu bytes need %u segments; lmca_put_small_many takes "
-                            "single-record chunks only",
-                            keys[i], lens[i], plan.nseg);
-        if (rc != LMCA_OK)
-            break;
-        lmca__meta_key(mkey, keys[i]);
-        rows[i] = (lmca__row){.key = mkey, .bins = b,
-                              .nbins = lmca__meta_bins(b, &metas[i], bufs[i], o),
-                              .ttl = lmca__ttl(h, o && o->pin)};
-    }
-    bool sent = rc == LMCA_OK; /* otherwise an argument was bad: nothing was written */
-    if (sent)
-        rc = lmca__wire_write_many(h->wire, rows, n, err);
-    for (size_t i = 0; i < n; i++)
-        results[i] = sent ? rows[i].result : rc;
-    free(slab);
+        rc = lmca_put_commit(h, &p, err);
+    if (rc != LMCA_OK)
+        lmca_put_abort(h, &p);
     return rc;
 }

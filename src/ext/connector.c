@@ -1,85 +1,67 @@
 /*
  * connector.c - the Connector type: the asynchronous engine as LMCache's
  * NativeConnectorL2Adapter drives it (event_fd, submit_batch_*,
- * drain_completions, close), plus blocking single-key calls for the Python glue.
+ * drain_completions, close). The blocking calls are in blocking.c.
  *
- * Buffers: a submit takes every buffer with the buffer protocol and keeps the
- * Py_buffer views (so the objects stay alive and their memory pinned) until the
- * batch's completion is drained, or until close() has stopped the workers. The
- * GIL is released around every call that can wait on the network, and no worker
- * thread ever touches a Python object.
+ * Buffers: a submit takes every buffer (and md blob) with the buffer protocol
+ * and keeps the Py_buffer views (so the objects stay alive and their memory
+ * pinned) until the batch's completion is drained, or until close() has stopped
+ * the workers. The GIL is released around every call that can wait on the
+ * network, and no worker thread ever touches a Python object.
  */
-#include "ext.h"
+#include "connector.h"
 
-#include <structmember.h>
 #include <unistd.h>
 
-typedef struct {
-    PyObject_HEAD
-    lmca_t *h;
-    lmca_pool_t *pool;
-    bool closed;
-    int busy;                /* blocking calls running with the GIL released */
-    PyObject *leftovers;     /* completions taken at close, for one last drain */
-} Connector;
-
-/* The buffers one submission holds until its completion is drained. */
+/* What one submission holds until its completion is drained: the views of its
+   buffers and md blobs, and the tag strings its options point into. */
 typedef struct {
     Py_ssize_t n;
-    Py_buffer views[];
+    PyObject *tags;         /* (serde, ttl_class), or NULL */
+    lmca_put_opts_t *opts;  /* SET with options: one per key, or NULL */
+    Py_buffer views[];      /* n buffers, then the md blobs that were given */
 } inflight;
 
-static ext_state *
-state_of(Connector *self)
+ext_state *
+ext_state_of_connector(Connector *self)
 {
     return ext_state_of_type(Py_TYPE(self));
 }
 
-static int
-check_open(Connector *self)
+int
+ext_check_open(Connector *self)
 {
     if (self->closed) {
-        ext_raise(state_of(self), LMCA_ECANCELED, 0, "the connector is closed");
+        ext_raise(ext_state_of_connector(self), LMCA_ECANCELED, 0, "the connector is closed");
         return -1;
     }
     return 0;
 }
 
+bool
+ext_call_enter(Connector *self)
+{
+    if (ext_check_open(self) < 0)
+        return false;
+    pthread_mutex_lock(&self->lock);
+    self->busy++;
+    pthread_mutex_unlock(&self->lock);
+    return true;
+}
+
+void
+ext_call_leave(Connector *self)
+{
+    pthread_mutex_lock(&self->lock);
+    if (--self->busy == 0)
+        pthread_cond_broadcast(&self->idle);
+    pthread_mutex_unlock(&self->lock);
+    ext_log_sink_flush(self->logs);
+}
+
 /* ---------------------------------------------------------------------------
  * Construction: keyword arguments are settings (LMCache's extra_config names).
  */
-
-/* Engine log lines gathered while the GIL is released, sent to `logging` after. */
-typedef struct {
-    int levels[32];
-    char lines[32][200];
-    int n;
-} log_buffer;
-
-static void
-gather_log(void *udata, int level, const char *msg)
-{
-    log_buffer *lb = udata;
-    if (lb->n < 32) {
-        lb->levels[lb->n] = level;
-        snprintf(lb->lines[lb->n++], sizeof lb->lines[0], "%s", msg);
-    }
-}
-
-static void
-emit_log(const log_buffer *lb)
-{
-    PyObject *logging = PyImport_ImportModule("logging"), *logger = NULL;
-    if (logging)
-        logger = PyObject_CallMethod(logging, "getLogger", "s", "lmcache_aerospike");
-    for (int i = 0; logger && i < lb->n; i++) {
-        PyObject *r = PyObject_CallMethod(logger, "log", "is", lb->levels[i], lb->lines[i]);
-        Py_XDECREF(r);
-    }
-    Py_XDECREF(logger);
-    Py_XDECREF(logging);
-    PyErr_Clear(); /* logging is best effort; never fail a constructor for it */
-}
 
 /* A keyword value as the string lmca_config_set() parses. New reference. */
 static PyObject *
@@ -92,6 +74,24 @@ setting_text(PyObject *value)
     if (PyUnicode_Check(value))
         return Py_NewRef(value);
     return NULL;
+}
+
+static int
+set_workers(ext_state *st, PyObject *value, unsigned *workers)
+{
+    long n = PyLong_Check(value) && !PyBool_Check(value) ? PyLong_AsLong(value) : -1;
+    if (n >= 1 && n <= 256) {
+        *workers = (unsigned)n;
+        return 0;
+    }
+    PyErr_Clear();
+    PyObject *repr = PyObject_Repr(value);
+    char msg[200];
+    snprintf(msg, sizeof msg, "config num_workers=%.60s: expected an int, 1 to 256",
+             repr ? PyUnicode_AsUTF8(repr) : "?");
+    Py_XDECREF(repr);
+    ext_raise(st, LMCA_ECONFIG, 0, msg);
+    return -1;
 }
 
 /* Applies the keywords to cfg; `keep` holds the strings cfg points into. */
@@ -108,12 +108,8 @@ apply_settings(ext_state *st, PyObject *kwargs, lmca_config_t *cfg, unsigned *wo
         if (name == NULL)
             return -1;
         if (strcmp(name, "num_workers") == 0) {
-            long n = PyLong_Check(value) ? PyLong_AsLong(value) : -1;
-            if (n < 1 || n > 256) {
-                ext_raise(st, LMCA_ECONFIG, 0, "config num_workers: expected an int, 1 to 256");
+            if (set_workers(st, value, workers) < 0)
                 return -1;
-            }
-            *workers = (unsigned)n;
             continue;
         }
         if (strcmp(name, "set_name") == 0) /* upstream LMCache's spelling */
@@ -138,51 +134,68 @@ apply_settings(ext_state *st, PyObject *kwargs, lmca_config_t *cfg, unsigned *wo
     return 0;
 }
 
+/* Opens the handle and the pool with the GIL released. */
+static int
+open_engine(lmca_config_t *cfg, unsigned workers, lmca_t **h, lmca_pool_t **pool,
+            lmca_err_t *err)
+{
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = lmca_open(cfg, h, err);
+    if (rc == LMCA_OK && (rc = lmca_pool_open(*h, workers, pool, err)) != LMCA_OK)
+        lmca_close(*h);
+    Py_END_ALLOW_THREADS
+    return rc;
+}
+
 static PyObject *
 connector_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     ext_state *st = ext_state_of_type(type);
     lmca_config_t cfg;
     lmca_err_t err = {0};
-    log_buffer lb = {.n = 0};
     unsigned workers = 8;
     lmca_t *h = NULL;
     lmca_pool_t *pool = NULL;
-    int rc;
+    ext_log_sink *logs;
+    PyObject *keep;
 
     if (PyTuple_GET_SIZE(args) > 0) {
         PyErr_SetString(PyExc_TypeError, "Connector() takes keyword arguments only");
         return NULL;
     }
-    PyObject *keep = PyList_New(0);
-    if (keep == NULL)
-        return NULL;
-    lmca_config_init(&cfg);
-    cfg.log_cb = gather_log;
-    cfg.log_udata = &lb;
-    if (apply_settings(st, kwargs, &cfg, &workers, keep) < 0) {
-        Py_DECREF(keep);
+    if ((logs = ext_log_sink_new()) == NULL)
+        return PyErr_NoMemory();
+    if ((keep = PyList_New(0)) == NULL) {
+        ext_log_sink_free(logs);
         return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS
-    rc = lmca_open(&cfg, &h, &err);
-    if (rc == LMCA_OK && (rc = lmca_pool_open(h, workers, &pool, &err)) != LMCA_OK)
-        lmca_close(h);
-    Py_END_ALLOW_THREADS
+    lmca_config_init(&cfg);
+    cfg.log_cb = ext_log_sink_cb; /* the handle keeps it: the sink lives as long */
+    cfg.log_udata = logs;
+    int rc = apply_settings(st, kwargs, &cfg, &workers, keep) < 0
+                 ? LMCA_EINVAL
+                 : open_engine(&cfg, workers, &h, &pool, &err);
     Py_DECREF(keep); /* lmca_open copied the strings */
-    emit_log(&lb);
-    if (rc != LMCA_OK)
-        return ext_raise_err(st, &err);
-    Connector *self = (Connector *)type->tp_alloc(type, 0);
+    ext_log_sink_flush(logs);
+    Connector *self = rc == LMCA_OK ? (Connector *)type->tp_alloc(type, 0) : NULL;
     if (self == NULL) {
-        Py_BEGIN_ALLOW_THREADS
-        lmca_pool_destroy(pool);
-        lmca_close(h);
-        Py_END_ALLOW_THREADS
+        if (rc == LMCA_OK) { /* tp_alloc failed */
+            Py_BEGIN_ALLOW_THREADS
+            lmca_pool_destroy(pool);
+            lmca_close(h);
+            Py_END_ALLOW_THREADS
+        } else if (!PyErr_Occurred()) {
+            ext_raise_err(st, &err);
+        }
+        ext_log_sink_free(logs);
         return NULL;
     }
     self->h = h;
     self->pool = pool;
+    self->logs = logs;
+    pthread_mutex_init(&self->lock, NULL);
+    pthread_cond_init(&self->idle, NULL);
     return (PyObject *)self;
 }
 
@@ -190,9 +203,8 @@ connector_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
  * Arguments.
  */
 
-/* The UTF-8 of key `obj` (index `i` for messages, -1 for a single key). */
-static const char *
-key_text(ext_state *st, PyObject *obj, Py_ssize_t i)
+const char *
+ext_key_text(ext_state *st, PyObject *obj, Py_ssize_t i)
 {
     Py_ssize_t len;
     const char *s;
@@ -214,6 +226,19 @@ key_text(ext_state *st, PyObject *obj, Py_ssize_t i)
     return s;
 }
 
+PyObject *
+ext_key_list(ext_state *st, PyObject *keys)
+{
+    if (PyUnicode_Check(keys) || PyBytes_Check(keys) || PyByteArray_Check(keys)) {
+        char msg[120];
+        snprintf(msg, sizeof msg, "keys must be a list or tuple of str, not a single %s",
+                 Py_TYPE(keys)->tp_name);
+        ext_raise(st, LMCA_EINVAL, 0, msg);
+        return NULL;
+    }
+    return PySequence_Fast(keys, "keys must be a list or tuple of str");
+}
+
 static void
 inflight_release(inflight *f)
 {
@@ -221,86 +246,145 @@ inflight_release(inflight *f)
         return;
     for (Py_ssize_t i = 0; i < f->n; i++)
         PyBuffer_Release(&f->views[i]);
+    Py_XDECREF(f->tags);
+    PyMem_Free(f->opts);
     PyMem_Free(f);
 }
 
-/* Takes buffer views of every item of `bufs` (a sequence of n). */
-static inflight *
-take_buffers(ext_state *st, PyObject *bufs, Py_ssize_t n, bool writable)
+/* Takes a view of `item` into f->views[f->n] (which counts it). `what` and
+   `i` name it in the error. */
+static int
+take_view(ext_state *st, inflight *f, PyObject *item, bool writable, const char *what,
+          Py_ssize_t i)
 {
-    PyObject *seq = PySequence_Fast(bufs, "buffers must be a list or tuple");
-    inflight *f;
+    int flags = writable ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS;
     char msg[160];
 
-    if (seq == NULL)
-        return NULL;
-    if (PySequence_Fast_GET_SIZE(seq) != n) {
-        snprintf(msg, sizeof msg, "%zd keys but %zd buffers", n, PySequence_Fast_GET_SIZE(seq));
-        Py_DECREF(seq);
-        ext_raise(st, LMCA_EINVAL, 0, msg);
-        return NULL;
+    if (PyObject_GetBuffer(item, &f->views[f->n], flags) == 0) {
+        f->n++;
+        return 0;
     }
-    if ((f = PyMem_Malloc(sizeof *f + (size_t)n * sizeof(Py_buffer))) == NULL) {
-        Py_DECREF(seq);
-        return (inflight *)PyErr_NoMemory();
-    }
-    for (f->n = 0; f->n < n; f->n++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(seq, f->n);
-        int flags = writable ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS;
-        if (PyObject_GetBuffer(item, &f->views[f->n], flags) < 0) {
-            PyErr_Clear();
-            snprintf(msg, sizeof msg, "buffer %zd: %s, %s buffer required", f->n,
-                     Py_TYPE(item)->tp_name, writable ? "a writable C-contiguous" : "a C-contiguous");
-            goto fail;
-        }
-        if (f->views[f->n].len == 0) {
-            PyBuffer_Release(&f->views[f->n]);
-            snprintf(msg, sizeof msg, "buffer %zd is empty", f->n);
-            goto fail;
-        }
-    }
+    PyErr_Clear();
+    snprintf(msg, sizeof msg, "%s %zd: %s, %s buffer required", what, i, Py_TYPE(item)->tp_name,
+             writable ? "a writable C-contiguous" : "a C-contiguous");
+    ext_raise(st, LMCA_EINVAL, 0, msg);
+    return -1;
+}
+
+/* A sequence of exactly n items, or NULL with InvalidArgumentError. */
+static PyObject *
+sequence_of(ext_state *st, PyObject *obj, Py_ssize_t n, const char *what)
+{
+    char msg[160];
+    PyObject *seq = PySequence_Fast(obj, "expected a list or tuple");
+    if (seq == NULL || PySequence_Fast_GET_SIZE(seq) == n)
+        return seq;
+    snprintf(msg, sizeof msg, "%zd keys but %zd %s", n, PySequence_Fast_GET_SIZE(seq), what);
     Py_DECREF(seq);
-    return f;
-fail:
-    Py_DECREF(seq);
-    inflight_release(f);
     ext_raise(st, LMCA_EINVAL, 0, msg);
     return NULL;
+}
+
+/* Takes views of the n buffers (writable for a get). */
+static int
+take_buffers(ext_state *st, inflight *f, PyObject *bufs, Py_ssize_t n, bool writable)
+{
+    PyObject *seq = sequence_of(st, bufs, n, "buffers");
+    int rc = seq ? 0 : -1;
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++)
+        rc = take_view(st, f, PySequence_Fast_GET_ITEM(seq, i), writable, "buffer", i);
+    Py_XDECREF(seq);
+    return rc;
+}
+
+/* Options of a set: md blobs (a sequence of n bytes-like or None), pin, tags. */
+typedef struct {
+    PyObject *mds, *serde, *ttl_class;
+    int pin;
+} set_options;
+
+static int
+take_options(ext_state *st, inflight *f, const set_options *o, Py_ssize_t n)
+{
+    PyObject *seq = NULL;
+    const char *serde = o->serde ? PyUnicode_AsUTF8(o->serde) : NULL;
+    const char *ttl_class = o->ttl_class ? PyUnicode_AsUTF8(o->ttl_class) : NULL;
+
+    if ((o->serde && !serde) || (o->ttl_class && !ttl_class))
+        return -1;
+    if ((f->opts = PyMem_Calloc((size_t)(n ? n : 1), sizeof *f->opts)) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    /* The pool copies the option structs, not the strings: hold them. */
+    f->tags = PyTuple_Pack(2, o->serde ? o->serde : Py_None, o->ttl_class ? o->ttl_class : Py_None);
+    if (f->tags == NULL || (o->mds && (seq = sequence_of(st, o->mds, n, "md blobs")) == NULL))
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *md = seq ? PySequence_Fast_GET_ITEM(seq, i) : Py_None;
+        f->opts[i] = (lmca_put_opts_t){.serde = serde, .ttl_class = ttl_class, .pin = o->pin};
+        if (md == Py_None)
+            continue;
+        if (take_view(st, f, md, false, "md", i) < 0) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        f->opts[i].md = f->views[f->n - 1].buf;
+        f->opts[i].md_len = (size_t)f->views[f->n - 1].len;
+    }
+    Py_XDECREF(seq);
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------
  * The asynchronous surface (LMCache's native connector contract).
  */
 
-static PyObject *
-submit(Connector *self, lmca_op op, PyObject *keys, PyObject *bufs)
+/* Keys as C strings (borrowed from `seq`'s items). */
+static const char **
+key_array(ext_state *st, PyObject *seq, Py_ssize_t n)
 {
-    ext_state *st = state_of(self);
+    const char **ks = PyMem_Malloc(sizeof(char *) * (size_t)(n ? n : 1));
+    if (ks == NULL)
+        return (const char **)PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if ((ks[i] = ext_key_text(st, PySequence_Fast_GET_ITEM(seq, i), i)) == NULL) {
+            PyMem_Free(ks);
+            return NULL;
+        }
+    }
+    return ks;
+}
+
+static PyObject *
+submit(Connector *self, lmca_op op, PyObject *keys, PyObject *bufs, const set_options *opts)
+{
+    ext_state *st = ext_state_of_connector(self);
     bool with_buffers = op == LMCA_OP_GET || op == LMCA_OP_SET;
-    inflight *f = NULL;
     lmca_err_t err = {0};
     uint64_t id = 0;
-    int rc = LMCA_EINVAL;
+    void **ptrs = NULL;
+    size_t *lens = NULL;
+    inflight *f = NULL;
+    const char **ks = NULL;
+    PyObject *seq;
+    int rc = -1;
 
-    if (check_open(self) < 0)
-        return NULL;
-    if (PyUnicode_Check(keys) || PyBytes_Check(keys)) /* a str is a sequence too */
-        return ext_raise(st, LMCA_EINVAL, 0, "keys must be a list or tuple of str");
-    PyObject *seq = PySequence_Fast(keys, "keys must be a list or tuple");
-    if (seq == NULL)
+    if (ext_check_open(self) < 0 || (seq = ext_key_list(st, keys)) == NULL)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    const char **ks = PyMem_Malloc(sizeof(char *) * (size_t)(n ? n : 1));
-    void **ptrs = PyMem_Malloc(sizeof(void *) * (size_t)(n ? n : 1));
-    size_t *lens = PyMem_Malloc(sizeof(size_t) * (size_t)(n ? n : 1));
-    if (ks == NULL || ptrs == NULL || lens == NULL) {
+    size_t nviews = (size_t)n * (opts && opts->mds ? 2 : 1);
+    if ((ks = key_array(st, seq, n)) == NULL)
+        goto out;
+    f = PyMem_Calloc(1, sizeof *f + nviews * sizeof(Py_buffer));
+    ptrs = PyMem_Malloc(sizeof(void *) * (size_t)(n ? n : 1));
+    lens = PyMem_Malloc(sizeof(size_t) * (size_t)(n ? n : 1));
+    if (f == NULL || ptrs == NULL || lens == NULL) {
         PyErr_NoMemory();
         goto out;
     }
-    for (Py_ssize_t i = 0; i < n; i++)
-        if ((ks[i] = key_text(st, PySequence_Fast_GET_ITEM(seq, i), i)) == NULL)
-            goto out;
-    if (with_buffers && (f = take_buffers(st, bufs, n, op == LMCA_OP_GET)) == NULL)
+    if ((with_buffers && take_buffers(st, f, bufs, n, op == LMCA_OP_GET) < 0) ||
+        (opts && take_options(st, f, opts, n) < 0))
         goto out;
     for (Py_ssize_t i = 0; with_buffers && i < n; i++) {
         ptrs[i] = f->views[i].buf;
@@ -308,19 +392,25 @@ submit(Connector *self, lmca_op op, PyObject *keys, PyObject *bufs)
     }
     lmca_batch_t b = {.op = op, .n = (size_t)n, .keys = ks,
                       .bufs = with_buffers ? ptrs : NULL, .lens = with_buffers ? lens : NULL,
-                      .udata = f};
-    /* Never waits for I/O: the pool copies the keys and queues the work. */
-    rc = lmca_pool_submit(self->pool, &b, &id, &err);
-    if (rc != LMCA_OK) {
-        inflight_release(f);
+                      .opts = f->opts, .udata = f};
+    /* Never waits for I/O: the pool copies the keys and queues the work. Nothing
+       above ran Python code since ext_check_open that could close us: buffer
+       exports of Python classes could, so check again. */
+    if (ext_check_open(self) < 0)
+        goto out;
+    if (lmca_pool_submit(self->pool, &b, &id, &err) != LMCA_OK) {
         ext_raise_err(st, &err);
+        goto out;
     }
+    f = NULL; /* the completion owns it now */
+    rc = 0;
 out:
+    inflight_release(f);
     PyMem_Free(ks);
     PyMem_Free(ptrs);
     PyMem_Free(lens);
     Py_DECREF(seq);
-    return rc == LMCA_OK ? PyLong_FromUnsignedLongLong(id) : NULL;
+    return rc == 0 ? PyLong_FromUnsignedLongLong(id) : NULL;
 }
 
 static bool
@@ -336,39 +426,49 @@ two_args(const char *name, Py_ssize_t nargs)
 static PyObject *
 submit_batch_get(Connector *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    return two_args("submit_batch_get", nargs) ? submit(self, LMCA_OP_GET, args[0], args[1])
+    return two_args("submit_batch_get", nargs) ? submit(self, LMCA_OP_GET, args[0], args[1], NULL)
                                                 : NULL;
 }
 
 static PyObject *
-submit_batch_set(Connector *self, PyObject *const *args, Py_ssize_t nargs)
+submit_batch_set(Connector *self, PyObject *args, PyObject *kwargs)
 {
-    return two_args("submit_batch_set", nargs) ? submit(self, LMCA_OP_SET, args[0], args[1])
-                                                : NULL;
+    static char *kwlist[] = {"keys", "buffers", "mds", "pin", "serde", "ttl_class", NULL};
+    PyObject *keys, *bufs;
+    set_options o = {NULL};
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OpO!O!:submit_batch_set", kwlist, &keys,
+                                     &bufs, &o.mds, &o.pin, &PyUnicode_Type, &o.serde,
+                                     &PyUnicode_Type, &o.ttl_class))
+        return NULL;
+    if (o.mds == Py_None)
+        o.mds = NULL;
+    bool plain = !o.mds && !o.pin && !o.serde && !o.ttl_class;
+    return submit(self, LMCA_OP_SET, keys, bufs, plain ? NULL : &o);
 }
 
 static PyObject *
 submit_batch_exists(Connector *self, PyObject *keys)
 {
-    return submit(self, LMCA_OP_EXISTS, keys, NULL);
+    return submit(self, LMCA_OP_EXISTS, keys, NULL, NULL);
 }
 
 static PyObject *
 submit_batch_prefix(Connector *self, PyObject *keys)
 {
-    return submit(self, LMCA_OP_PREFIX, keys, NULL);
+    return submit(self, LMCA_OP_PREFIX, keys, NULL, NULL);
 }
 
 static PyObject *
 submit_batch_delete(Connector *self, PyObject *keys)
 {
-    return submit(self, LMCA_OP_DELETE, keys, NULL);
+    return submit(self, LMCA_OP_DELETE, keys, NULL, NULL);
 }
 
 static PyObject *
 event_fd(Connector *self, PyObject *Py_UNUSED(ignored))
 {
-    if (check_open(self) < 0)
+    if (ext_check_open(self) < 0)
         return NULL;
     return PyLong_FromLong(lmca_pool_fd(self->pool));
 }
@@ -382,7 +482,8 @@ completion_tuple(const lmca_completion_t *c)
         return NULL;
     for (size_t i = 0; i < c->n; i++)
         PyList_SET_ITEM(results, (Py_ssize_t)i, Py_NewRef(c->results[i] ? Py_True : Py_False));
-    return Py_BuildValue("(KOsN)", (unsigned long long)c->id, c->status == LMCA_OK ? Py_True : Py_False,
+    return Py_BuildValue("(KOsN)", (unsigned long long)c->id,
+                         c->status == LMCA_OK ? Py_True : Py_False,
                          c->status == LMCA_OK ? "" : c->error, results);
 }
 
@@ -419,24 +520,25 @@ drain_completions(Connector *self, PyObject *Py_UNUSED(ignored))
         return NULL;
     if (settle_completions(lmca_pool_drain(self->pool), out) < 0)
         Py_CLEAR(out);
+    ext_log_sink_flush(self->logs); /* what the workers noticed */
     return out;
 }
 
 /* Stops the workers (every accepted batch then completes, cancelled if it had
    not run), releases every buffer and keeps the completions for one more
-   drain_completions(). */
+   drain_completions(). Blocking calls in other threads finish first: close
+   waits for them on a condition, with the GIL released. */
 static PyObject *
 connector_close(Connector *self, PyObject *Py_UNUSED(ignored))
 {
     if (self->closed)
         Py_RETURN_NONE;
-    self->closed = true;
-    while (self->busy > 0) { /* blocking calls still use the handle */
-        Py_BEGIN_ALLOW_THREADS
-        usleep(1000);
-        Py_END_ALLOW_THREADS
-    }
+    self->closed = true; /* no new call starts from here (ext_call_enter) */
     Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&self->lock);
+    while (self->busy > 0)
+        pthread_cond_wait(&self->idle, &self->lock);
+    pthread_mutex_unlock(&self->lock);
     lmca_pool_shutdown(self->pool);
     Py_END_ALLOW_THREADS
     self->leftovers = PyList_New(0);
@@ -447,213 +549,12 @@ connector_close(Connector *self, PyObject *Py_UNUSED(ignored))
     Py_END_ALLOW_THREADS
     self->pool = NULL;
     self->h = NULL;
+    ext_log_sink_flush(self->logs); /* the handle is gone: nothing logs any more */
+    ext_log_sink_free(self->logs);
+    self->logs = NULL;
     if (rc < 0)
         return NULL;
     Py_RETURN_NONE;
-}
-
-/* ---------------------------------------------------------------------------
- * Blocking single-key calls for the Python glue.
- */
-
-#define BLOCKING(self, call)          \
-    do {                              \
-        (self)->busy++;               \
-        Py_BEGIN_ALLOW_THREADS        \
-        call;                         \
-        Py_END_ALLOW_THREADS          \
-        (self)->busy--;               \
-    } while (0)
-
-static PyObject *
-py_put(Connector *self, PyObject *args, PyObject *kwargs)
-{
-    static char *kwlist[] = {"key", "buffer", "md", "serde", "ttl_class", "pin", NULL};
-    const char *key, *serde = NULL, *ttl_class = NULL;
-    Py_buffer buf, md = {0};
-    int pin = 0, rc;
-    lmca_err_t err = {0};
-
-    if (check_open(self) < 0 ||
-        !PyArg_ParseTupleAndKeywords(args, kwargs, "sy*|$z*zzp", kwlist, &key, &buf, &md, &serde,
-                                     &ttl_class, &pin))
-        return NULL;
-    lmca_put_opts_t o = {.md = md.buf, .md_len = md.buf ? (size_t)md.len : 0, .serde = serde,
-                         .ttl_class = ttl_class, .pin = pin};
-    BLOCKING(self, rc = lmca_put(self->h, key, buf.buf, (size_t)buf.len, &o, &err));
-    PyBuffer_Release(&buf);
-    if (md.obj)
-        PyBuffer_Release(&md);
-    if (rc != LMCA_OK)
-        return ext_raise_err(state_of(self), &err);
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-py_get(Connector *self, PyObject *args)
-{
-    const char *key;
-    Py_buffer buf;
-    size_t got = 0;
-    int rc;
-    lmca_err_t err = {0};
-
-    if (check_open(self) < 0 || !PyArg_ParseTuple(args, "sw*", &key, &buf))
-        return NULL;
-    BLOCKING(self, rc = lmca_get(self->h, key, buf.buf, (size_t)buf.len, &got, NULL, &err));
-    PyBuffer_Release(&buf);
-    if (rc == LMCA_MISS)
-        Py_RETURN_NONE;
-    if (rc != LMCA_OK)
-        return ext_raise_err(state_of(self), &err);
-    return PyLong_FromSize_t(got);
-}
-
-static PyObject *
-meta_dict(const lmca_meta_t *m)
-{
-    return Py_BuildValue(
-        "{s:I,s:I,s:K,s:K,s:y#,s:s,s:s,s:O,s:I,s:L,s:N}", "ver", m->ver, "nseg", m->nseg, "seg_b",
-        (unsigned long long)m->seg_b, "tot_b", (unsigned long long)m->tot_b, "md",
-        (const char *)m->md, (Py_ssize_t)m->md_len, "serde", m->serde, "ttl_class", m->ttl_class,
-        "pin", m->pin ? Py_True : Py_False, "ttl", m->ttl, "created_at", (long long)m->created_at,
-        "crc32", m->has_crc32 ? PyLong_FromUnsignedLong(m->crc32) : Py_NewRef(Py_None));
-}
-
-static PyObject *
-py_stat(Connector *self, PyObject *arg)
-{
-    const char *key = key_text(state_of(self), arg, -1);
-    lmca_meta_t *m;
-    lmca_err_t err = {0};
-    int rc;
-
-    if (key == NULL || check_open(self) < 0)
-        return NULL;
-    if ((m = PyMem_Malloc(sizeof *m)) == NULL)
-        return PyErr_NoMemory();
-    BLOCKING(self, rc = lmca_stat(self->h, key, m, &err));
-    PyObject *out = rc == LMCA_OK     ? meta_dict(m)
-                    : rc == LMCA_MISS ? Py_NewRef(Py_None)
-                                      : ext_raise_err(state_of(self), &err);
-    PyMem_Free(m);
-    return out;
-}
-
-/* exists / remove: True for OK, False for a miss. */
-static PyObject *
-key_call(Connector *self, PyObject *arg, int (*fn)(lmca_t *, const char *, lmca_err_t *))
-{
-    const char *key = key_text(state_of(self), arg, -1);
-    lmca_err_t err = {0};
-    int rc;
-    if (key == NULL || check_open(self) < 0)
-        return NULL;
-    BLOCKING(self, rc = fn(self->h, key, &err));
-    if (rc < 0)
-        return ext_raise_err(state_of(self), &err);
-    return PyBool_FromLong(rc == LMCA_OK);
-}
-
-static PyObject *
-py_exists(Connector *self, PyObject *arg)
-{
-    return key_call(self, arg, lmca_exists);
-}
-
-static PyObject *
-py_remove(Connector *self, PyObject *arg)
-{
-    return key_call(self, arg, lmca_remove);
-}
-
-static PyObject *
-py_touch(Connector *self, PyObject *args, PyObject *kwargs)
-{
-    static char *kwlist[] = {"key", "pin", NULL};
-    const char *key;
-    int pin = 0, rc;
-    lmca_err_t err = {0};
-    if (check_open(self) < 0 ||
-        !PyArg_ParseTupleAndKeywords(args, kwargs, "s|p", kwlist, &key, &pin))
-        return NULL;
-    BLOCKING(self, rc = lmca_touch(self->h, key, pin, &err));
-    if (rc < 0)
-        return ext_raise_err(state_of(self), &err);
-    return PyBool_FromLong(rc == LMCA_OK);
-}
-
-static PyObject *
-py_prefix(Connector *self, PyObject *keys)
-{
-    ext_state *st = state_of(self);
-    PyObject *seq;
-    size_t count = 0;
-    lmca_err_t err = {0};
-    int rc = LMCA_OK;
-
-    if (check_open(self) < 0 || (seq = PySequence_Fast(keys, "keys must be a list")) == NULL)
-        return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    const char **ks = PyMem_Malloc(sizeof(char *) * (size_t)(n ? n : 1));
-    if (ks == NULL) {
-        Py_DECREF(seq);
-        return PyErr_NoMemory();
-    }
-    for (Py_ssize_t i = 0; i < n && rc == LMCA_OK; i++)
-        if ((ks[i] = key_text(st, PySequence_Fast_GET_ITEM(seq, i), i)) == NULL)
-            rc = LMCA_EINVAL;
-    if (rc == LMCA_OK)
-        BLOCKING(self, rc = lmca_prefix(self->h, ks, (size_t)n, &count, NULL, &err));
-    PyMem_Free(ks);
-    Py_DECREF(seq);
-    if (rc != LMCA_OK)
-        return PyErr_Occurred() ? NULL : ext_raise_err(st, &err);
-    return PyLong_FromSize_t(count);
-}
-
-static PyObject *
-py_ping(Connector *self, PyObject *Py_UNUSED(ignored))
-{
-    lmca_err_t err = {0};
-    int rc;
-    if (check_open(self) < 0)
-        return NULL;
-    BLOCKING(self, rc = lmca_ping(self->h, &err));
-    if (rc != LMCA_OK)
-        return ext_raise_err(state_of(self), &err);
-    Py_RETURN_TRUE;
-}
-
-static PyObject *
-py_limits(Connector *self, PyObject *Py_UNUSED(ignored))
-{
-    if (check_open(self) < 0)
-        return NULL;
-    const lmca_limits_t *l = lmca_limits(self->h);
-    return Py_BuildValue("{s:K,s:s,s:K,s:K,s:K,s:K,s:K,s:K}", "server_cap",
-                         (unsigned long long)l->server_cap, "cap_source", l->cap_source,
-                         "block_bytes", (unsigned long long)l->block_bytes, "max_segment_bytes",
-                         (unsigned long long)l->max_segment_bytes, "target_segment_bytes",
-                         (unsigned long long)l->target_segment_bytes, "min_segment_bytes",
-                         (unsigned long long)l->min_segment_bytes,
-                         "single_record_threshold_bytes",
-                         (unsigned long long)l->single_record_threshold_bytes,
-                         "batch_threshold_bytes", (unsigned long long)l->batch_threshold_bytes);
-}
-
-static PyObject *
-py_stats(Connector *self, PyObject *Py_UNUSED(ignored))
-{
-    lmca_pool_stats_t s;
-    if (check_open(self) < 0)
-        return NULL;
-    lmca_pool_stats(self->pool, &s);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "submitted", (unsigned long long)s.submitted,
-                         "completed", (unsigned long long)s.completed, "canceled",
-                         (unsigned long long)s.canceled, "queued", (unsigned long long)s.queued,
-                         "bytes_read", (unsigned long long)s.bytes_read, "bytes_written",
-                         (unsigned long long)s.bytes_written);
 }
 
 /* ---------------------------------------------------------------------------
@@ -671,6 +572,8 @@ connector_dealloc(Connector *self)
         Py_XDECREF(r);
     }
     Py_CLEAR(self->leftovers);
+    pthread_cond_destroy(&self->idle);
+    pthread_mutex_destroy(&self->lock);
     type->tp_free(self);
     Py_DECREF(type);
 }
@@ -681,32 +584,37 @@ static PyMethodDef connector_methods[] = {
     {"submit_batch_get", (PyCFunction)(void (*)(void))submit_batch_get, METH_FASTCALL,
      "submit_batch_get(keys, buffers) -> int: read each chunk into its writable buffer, whose "
      "size must be the chunk's."},
-    {"submit_batch_set", (PyCFunction)(void (*)(void))submit_batch_set, METH_FASTCALL,
-     "submit_batch_set(keys, buffers) -> int: store each buffer under its key."},
+    {"submit_batch_set", (PyCFunction)(void (*)(void))submit_batch_set,
+     METH_VARARGS | METH_KEYWORDS,
+     "submit_batch_set(keys, buffers, *, mds=None, pin=False, serde=None, ttl_class=None) -> "
+     "int: store each buffer under its key; mds is a list of n bytes-like or None (held, like "
+     "the buffers, until drained)."},
     {"submit_batch_exists", (PyCFunction)submit_batch_exists, METH_O,
-     "submit_batch_exists(keys) -> int: per-key existence."},
+     "submit_batch_exists(keys) -> int: per-key presence."},
     {"submit_batch_prefix", (PyCFunction)submit_batch_prefix, METH_O,
-     "submit_batch_prefix(keys) -> int: per-key existence; the hit prefix is the leading Trues."},
+     "submit_batch_prefix(keys) -> int: per-key presence; the hit prefix is the leading Trues."},
     {"submit_batch_delete", (PyCFunction)submit_batch_delete, METH_O,
      "submit_batch_delete(keys) -> int: remove each key."},
     {"drain_completions", (PyCFunction)drain_completions, METH_NOARGS,
      "drain_completions() -> list[(future_id, ok, error, list[bool])]; releases their buffers "
      "and clears the event fd."},
     {"close", (PyCFunction)connector_close, METH_NOARGS,
-     "close(): cancel queued work, join the workers, release every buffer. Idempotent."},
-    {"put", (PyCFunction)(void (*)(void))py_put, METH_VARARGS | METH_KEYWORDS,
+     "close(): wait for blocking calls, cancel queued work, join the workers, release every "
+     "buffer. Idempotent."},
+    {"put", (PyCFunction)(void (*)(void))ext_put, METH_VARARGS | METH_KEYWORDS,
      "put(key, buffer, *, md=None, serde=None, ttl_class=None, pin=False): store, blocking."},
-    {"get", (PyCFunction)py_get, METH_VARARGS,
+    {"get", (PyCFunction)ext_get, METH_VARARGS,
      "get(key, buffer) -> int | None: read into buffer; bytes read, or None on a miss."},
-    {"stat", (PyCFunction)py_stat, METH_O, "stat(key) -> dict | None: the meta record."},
-    {"exists", (PyCFunction)py_exists, METH_O, "exists(key) -> bool"},
-    {"remove", (PyCFunction)py_remove, METH_O, "remove(key) -> bool: False if nothing was there."},
-    {"touch", (PyCFunction)(void (*)(void))py_touch, METH_VARARGS | METH_KEYWORDS,
+    {"stat", (PyCFunction)ext_stat, METH_O, "stat(key) -> dict | None: the meta record."},
+    {"exists", (PyCFunction)ext_exists, METH_O, "exists(key) -> bool"},
+    {"remove", (PyCFunction)ext_remove, METH_O, "remove(key) -> bool: False if nothing was there."},
+    {"touch", (PyCFunction)(void (*)(void))ext_touch, METH_VARARGS | METH_KEYWORDS,
      "touch(key, pin=False) -> bool: refresh the TTL (pin: never expire)."},
-    {"prefix", (PyCFunction)py_prefix, METH_O, "prefix(keys) -> int: leading hits, blocking."},
-    {"ping", (PyCFunction)py_ping, METH_NOARGS, "ping() -> True, or raises ConnectionError."},
-    {"limits", (PyCFunction)py_limits, METH_NOARGS, "limits() -> dict: the sizes in force."},
-    {"stats", (PyCFunction)py_stats, METH_NOARGS, "stats() -> dict: counters since open."},
+    {"prefix", (PyCFunction)ext_prefix, METH_O, "prefix(keys) -> int: leading hits, blocking."},
+    {"ping", (PyCFunction)ext_ping, METH_NOARGS, "ping() -> True, or raises ConnectionError."},
+    {"limits", (PyCFunction)ext_limits, METH_NOARGS, "limits() -> dict: the sizes in force."},
+    {"stats", (PyCFunction)ext_stats, METH_NOARGS,
+     "stats() -> dict: counters since open (pool work, corrupt records, aborted puts)."},
     {NULL, NULL, 0, NULL},
 };
 

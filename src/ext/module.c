@@ -15,7 +15,7 @@ static const struct {
     {LMCA_ETOO_BIG, "RecordTooBigError", "The server refused a record as too big."},
     {LMCA_ETIMEOUT, "TimeoutError", "The operation timed out."},
     {LMCA_ECONNECTION, "ConnectionError", "The cluster cannot be reached."},
-    {LMCA_EBUSY, "BusyError", "Key busy, device overload or server full: retry later."},
+    {LMCA_EBUSY, "BusyError", "Key busy, device overload or no free connection: retry later."},
     {LMCA_ETTL, "TTLConfigError", "TTL refused: the namespace has nsup-period 0."},
     {LMCA_ENAMESPACE, "NamespaceError", "The namespace probe failed."},
     {LMCA_ESERVER_LIMIT, "ServerLimitError", "The record-size cap is missing or out of range."},
@@ -23,6 +23,8 @@ static const struct {
     {LMCA_EINTERNAL, "InternalError", "A bug in the engine or the client."},
     {LMCA_EUNKNOWN, "UnknownError", "An unexpected Aerospike error; see .as_code."},
     {LMCA_ECANCELED, "CanceledError", "The connector was closed."},
+    {LMCA_EFULL, "ServerFullError",
+     "The namespace is at stop-writes: free space or raise its limits; retrying will not help."},
 };
 
 /* Index of a status in the state's errors[], in X-macro order. */

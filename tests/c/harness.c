@@ -10,7 +10,11 @@
 #include <aerospike/aerospike.h>
 #include <aerospike/aerospike_info.h>
 #include <aerospike/aerospike_key.h>
+#include <aerospike/as_arraylist.h>
+#include <aerospike/as_boolean.h>
+#include <aerospike/as_double.h>
 #include <aerospike/as_key.h>
+#include <dirent.h>
 
 #include "harness.h"
 
@@ -274,4 +278,107 @@ th_record_remove(const char *ns, const char *reckey)
     aerospike_close(&as, &e);
     aerospike_destroy(&as);
     return rc;
+}
+
+static void
+plant_bin(as_record *rec, const th_bin *b)
+{
+    switch (b->type) {
+    case 'i':
+        as_record_set_int64(rec, b->name, b->i);
+        break;
+    case 's':
+        as_record_set_strp(rec, b->name, b->p, false);
+        break;
+    case 'b':
+        as_record_set_rawp(rec, b->name, b->p, (uint32_t)b->len, false);
+        break;
+    case 'd':
+        as_record_set_double(rec, b->name, (double)b->i);
+        break;
+    case 'B':
+        as_record_set(rec, b->name, (as_bin_value *)as_boolean_new(b->i != 0));
+        break;
+    case 'l': {
+        as_arraylist *l = as_arraylist_new(2, 0);
+        as_arraylist_append_int64(l, 1);
+        as_arraylist_append_int64(l, 2);
+        as_record_set_list(rec, b->name, (as_list *)l);
+        break;
+    }
+    default:
+        th_fail(__FILE__, __LINE__, "th_plant: bin type '%c'", b->type);
+    }
+}
+
+int
+th_plant(const char *ns, const char *reckey, const th_bin *bins, size_t n)
+{
+    aerospike as;
+    as_error e;
+    as_key k;
+    as_record rec;
+    as_policy_write pol;
+    as_status rc;
+
+    direct_connect(&as);
+    as_policy_write_init(&pol);
+    pol.exists = AS_POLICY_EXISTS_CREATE_OR_REPLACE; /* exactly these bins */
+    as_key_init_str(&k, ns, TH_SET, reckey);
+    as_record_inita(&rec, (uint16_t)n);
+    for (size_t i = 0; i < n; i++)
+        plant_bin(&rec, &bins[i]);
+    rec.ttl = 600;
+    rc = aerospike_key_put(&as, &e, &pol, &k, &rec);
+    as_record_destroy(&rec);
+    aerospike_close(&as, &e);
+    aerospike_destroy(&as);
+    return rc;
+}
+
+int
+th_record_int(const char *ns, const char *reckey, const char *bin, int64_t *out)
+{
+    aerospike as;
+    as_error e;
+    as_key k;
+    as_record *rec = NULL;
+    as_status rc;
+
+    direct_connect(&as);
+    as_key_init_str(&k, ns, TH_SET, reckey);
+    rc = aerospike_key_get(&as, &e, NULL, &k, &rec);
+    if (rc == AEROSPIKE_OK)
+        *out = as_record_get_int64(rec, bin, INT64_MIN);
+    if (rec)
+        as_record_destroy(rec);
+    aerospike_close(&as, &e);
+    aerospike_destroy(&as);
+    return rc;
+}
+
+int
+th_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n;
+}
+
+long long
+th_fixture_stat(const char *name)
+{
+    const char *all = th_info("fixture-stats"), *p = all;
+    size_t len = strlen(name);
+    while (p && *p) {
+        if (strncmp(p, name, len) == 0 && p[len] == '=')
+            return atoll(p + len + 1);
+        p = strchr(p, ';');
+        p = p ? p + 1 : NULL;
+    }
+    return -1;
 }

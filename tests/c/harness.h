@@ -106,6 +106,35 @@ const char *th_digest_hex(const char *set, const char *reckey);
 int th_record_ttl(const char *ns, const char *reckey, uint32_t *ttl);
 int th_record_remove(const char *ns, const char *reckey);
 
+/* A bin for th_plant(): what another client (or a bit flip) could store. */
+typedef struct th_bin {
+    const char *name;
+    char type;     /* 'i' integer, 's' string, 'b' blob, 'd' double, 'l' list, 'B' bool */
+    int64_t i;     /* i, B; d: the value as a double */
+    const void *p; /* s: NUL-terminated; b: bytes */
+    size_t len;    /* b */
+} th_bin;
+
+#define TH_INT(n, v) ((th_bin){.name = (n), .type = 'i', .i = (int64_t)(v)})
+#define TH_STR(n, v) ((th_bin){.name = (n), .type = 's', .p = (v)})
+#define TH_BLOB(n, v, l) ((th_bin){.name = (n), .type = 'b', .p = (v), .len = (l)})
+#define TH_DOUBLE(n, v) ((th_bin){.name = (n), .type = 'd', .i = (int64_t)(v)})
+#define TH_LIST(n) ((th_bin){.name = (n), .type = 'l'})
+#define TH_BOOL(n, v) ((th_bin){.name = (n), .type = 'B', .i = (v)})
+
+/* Replaces record `reckey` (set TH_SET of `ns`) with exactly `bins`, TTL 600,
+   with libaerospike directly. Returns the Aerospike status (0 = written). */
+int th_plant(const char *ns, const char *reckey, const th_bin *bins, size_t n);
+
+/* The integer bin `bin` of record `reckey`; returns the Aerospike status. */
+int th_record_int(const char *ns, const char *reckey, const char *bin, int64_t *out);
+
+/* Number of threads of this process (/proc/self/task). */
+int th_threads(void);
+
+/* An integer statistic of the test server (fixture-stats), or -1. */
+long long th_fixture_stat(const char *name);
+
 /* Set used by th_config. */
 #define TH_SET "lmca_test"
 

@@ -88,12 +88,15 @@ TEST(md_serde_and_tags_round_trip)
     ASSERT_RC(lmca_put(h, key, buf, sizeof buf, &o, &err), LMCA_OK, &err);
     ASSERT_RC(lmca_stat(h, key, &meta, &err), LMCA_OK, &err);
     ASSERT_EQ(meta.md_len, sizeof md);
-    ASSERT(memcmp(meta.md, md, sizeof md) == 0);
+    ASSERT(meta.md != NULL && memcmp(meta.md, md, sizeof md) == 0);
     ASSERT(strcmp(meta.serde, "naive") == 0);
     ASSERT(strcmp(meta.ttl_class, "session") == 0);
-    ASSERT_EQ(meta.ver, 1);
+    ASSERT_EQ(meta.ver, LMCA_SCHEMA_VERSION);
+    ASSERT(meta.wid != 0);
     ASSERT(!meta.pin);
     ASSERT(meta.created_at > 1700000000);
+    lmca_meta_clear(&meta);
+    ASSERT(meta.md == NULL);
     lmca_close(h);
 }
 
@@ -138,13 +141,15 @@ TEST(segments_without_meta_read_as_miss)
     lmca_t *h = th_open("small");
     const char *key = th_key("orphan");
     uint64_t seg = lmca_limits(h)->target_segment_bytes;
-    uint8_t *data = malloc(seg), *out = malloc(3 * seg);
+    uint8_t *data = malloc(3 * seg), *out = malloc(3 * seg);
     size_t got = 1, count = 1;
     lmca_err_t err = {0};
+    lmca_put_t p = {.key = key, .buf = data, .len = 3 * seg};
 
-    th_fill(data, seg, 5);
-    for (uint32_t i = 0; i < 3; i++)
-        ASSERT_RC(lmca_write_segment(h, key, i, data, seg, false, &err), LMCA_OK, &err);
+    th_fill(data, 3 * seg, 5);
+    ASSERT_RC(lmca_put_begin(h, &p, &err), LMCA_OK, &err);
+    ASSERT_EQ(p.meta.nseg, 3);
+    ASSERT_RC(lmca_put_segments(h, &p, 0, 3, &err), LMCA_OK, &err); /* and no commit */
     ASSERT_RC(lmca_get(h, key, out, 3 * seg, &got, NULL, &err), LMCA_MISS, &err);
     ASSERT_EQ(got, 0);
     ASSERT_RC(lmca_exists(h, key, &err), LMCA_MISS, &err);
@@ -175,6 +180,28 @@ TEST(missing_segment_is_miss)
     lmca_close(h);
 }
 
+/* The write id of `key`'s chunk, from its meta record. */
+static uint64_t
+wid_of(lmca_t *h, const char *key)
+{
+    lmca_meta_t meta;
+    lmca_err_t err = {0};
+    ASSERT_RC(lmca_stat(h, key, &meta, &err), LMCA_OK, &err);
+    lmca_meta_clear(&meta);
+    return meta.wid;
+}
+
+/* Replaces segment `i` of `key` with `len` bytes from `src`, carrying `wid`. */
+static void
+plant_segment(const char *ns, const char *key, uint32_t i, uint64_t wid, const void *src,
+              size_t len)
+{
+    char reckey[LMCA_KEY_MAX + 16];
+    th_bin bins[2] = {TH_BLOB("b", src, len), TH_INT("wid", wid)};
+    snprintf(reckey, sizeof reckey, "%s|s|%u", key, i);
+    ASSERT_EQ(th_plant(ns, reckey, bins, 2), 0);
+}
+
 TEST(short_segment_is_miss)
 {
     lmca_t *h = th_open("small");
@@ -183,7 +210,7 @@ TEST(short_segment_is_miss)
     const char *key = put_three_segments(h, &data, &len);
     lmca_err_t err = {0};
 
-    ASSERT_RC(lmca_write_segment(h, key, 1, data, 1000, false, &err), LMCA_OK, &err);
+    plant_segment("small", key, 1, wid_of(h, key), data, 1000);
     out = malloc(len);
     ASSERT_RC(lmca_get(h, key, out, len, &got, NULL, &err), LMCA_MISS, &err);
     free(data);
@@ -210,14 +237,18 @@ TEST(crc_mismatch_in_segments_is_miss)
     size_t len, got = 1;
     const char *key = put_three_segments(h, &data, &len);
     uint64_t seg = lmca_limits(h)->target_segment_bytes;
+    lmca_stats_t st;
     lmca_err_t err = {0};
 
     out = malloc(len);
     ASSERT_RC(lmca_get(h, key, out, len, &got, NULL, &err), LMCA_OK, &err);
-    /* Same length, other bytes: each segment's own CRC matches, the chunk's does not. */
+    /* Same length and write id, other bytes, no segment CRC: only the chunk's
+       CRC can tell. */
     data[seg + 5] ^= 0xff;
-    ASSERT_RC(lmca_write_segment(h, key, 1, data + seg, seg, false, &err), LMCA_OK, &err);
+    plant_segment("small", key, 1, wid_of(h, key), data + seg, seg);
     ASSERT_RC(lmca_get(h, key, out, len, &got, NULL, &err), LMCA_MISS, &err);
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.crc_mismatch, 1);
     free(data);
     free(out);
     lmca_close(h);
@@ -227,6 +258,7 @@ TEST(crc_mismatch_inline_is_miss)
 {
     lmca_t *h = open_crc("lmcache");
     const char *key = th_key("crc1");
+    char mkey[LMCA_KEY_MAX + 16];
     uint8_t buf[4096], out[4096];
     lmca_meta_t meta;
     size_t got;
@@ -236,8 +268,12 @@ TEST(crc_mismatch_inline_is_miss)
     ASSERT_RC(lmca_put(h, key, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
     ASSERT_RC(lmca_stat(h, key, &meta, &err), LMCA_OK, &err);
     ASSERT(meta.has_crc32);
-    meta.crc32 ^= 1;
-    ASSERT_RC(lmca_write_meta(h, key, &meta, buf, NULL, &err), LMCA_OK, &err);
+    th_bin bins[] = {TH_INT("ver", LMCA_SCHEMA_VERSION), TH_STR("state", "ready"),
+                     TH_INT("nseg", 1), TH_INT("seg_b", sizeof buf), TH_INT("tot_b", sizeof buf),
+                     TH_INT("wid", meta.wid), TH_INT("created_at", 1), TH_INT("pin", 0),
+                     TH_INT("crc32", meta.crc32 ^ 1), TH_BLOB("b", buf, sizeof buf)};
+    snprintf(mkey, sizeof mkey, "%s|m", key);
+    ASSERT_EQ(th_plant("lmcache", mkey, bins, sizeof bins / sizeof bins[0]), 0);
     ASSERT_RC(lmca_get(h, key, out, sizeof out, &got, NULL, &err), LMCA_MISS, &err);
     lmca_close(h);
 }
@@ -382,64 +418,135 @@ TEST(small_chunks_in_batch_calls)
 {
     lmca_t *h = th_open("small");
     const char *keys[4] = {th_key("bk"), th_key("bk"), th_key("bk"), th_key("bk")};
-    uint8_t a[3000], b[5000], ra[3000], rb[5000], big[2 * MIB], dummy[1];
-    const void *src[2] = {a, b};
-    const size_t lens[2] = {sizeof a, sizeof b};
-    lmca_put_opts_t opts[2] = {{.serde = "naive"}, {.pin = true}};
-    const char *ask[4];
-    void *dst[4] = {ra, dummy, rb, dummy};
-    size_t caps[4] = {sizeof ra, sizeof dummy, sizeof rb, sizeof dummy}, inl[4];
-    lmca_meta_t metas[4];
+    uint8_t a[3000], b[5000], ra[3000], rb[5000], dummy[1], md[40];
+    static uint8_t big[2 * MIB];
+    lmca_put_opts_t opts[2] = {{.serde = "naive", .md = md, .md_len = sizeof md}, {.pin = true}};
+    lmca_put_t ps[2] = {{.key = keys[0], .buf = a, .len = sizeof a, .opts = &opts[0]},
+                        {.key = keys[1], .buf = b, .len = sizeof b, .opts = &opts[1]}};
+    lmca_get_t gs[4];
     int results[4];
     lmca_err_t err = {0};
 
     th_fill(a, sizeof a, 1);
     th_fill(b, sizeof b, 2);
-    ASSERT_RC(lmca_put_small_many(h, keys, 2, src, lens, opts, results, &err), LMCA_OK, &err);
+    for (int i = 0; i < 2; i++)
+        ASSERT_RC(lmca_put_begin(h, &ps[i], &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_put_commit_many(h, ps, 2, results, &err), LMCA_OK, &err);
     ASSERT(results[0] == LMCA_OK && results[1] == LMCA_OK);
     ASSERT_RC(lmca_put(h, keys[3], big, sizeof big, NULL, &err), LMCA_OK, &err);
-    /* ask: hit, miss, hit, multi-segment chunk */
-    ask[0] = keys[0], ask[1] = keys[2], ask[2] = keys[1], ask[3] = keys[3];
-    ASSERT_RC(lmca_read_meta_many(h, ask, 4, metas, dst, caps, inl, results, &err), LMCA_OK,
-              &err);
+    /* ask: hit (with md), miss, hit, multi-segment chunk */
+    gs[0] = (lmca_get_t){.key = keys[0], .buf = ra, .cap = sizeof ra, .want_md = true};
+    gs[1] = (lmca_get_t){.key = keys[2], .buf = dummy, .cap = sizeof dummy};
+    gs[2] = (lmca_get_t){.key = keys[1], .buf = rb, .cap = sizeof rb};
+    gs[3] = (lmca_get_t){.key = keys[3], .buf = dummy, .cap = sizeof dummy};
+    ASSERT_RC(lmca_get_begin_many(h, gs, 4, results, &err), LMCA_OK, &err);
     ASSERT_EQ(results[0], LMCA_OK);
     ASSERT_EQ(results[1], LMCA_MISS);
     ASSERT_EQ(results[2], LMCA_OK);
     ASSERT_EQ(results[3], LMCA_OK);
-    ASSERT_EQ(inl[0], sizeof a);
+    ASSERT_EQ(gs[0].meta.tot_b, sizeof a);
     ASSERT(memcmp(ra, a, sizeof a) == 0);
-    ASSERT(strcmp(metas[0].serde, "naive") == 0);
-    ASSERT_EQ(inl[2], sizeof b);
+    ASSERT(strcmp(gs[0].meta.serde, "naive") == 0);
+    ASSERT(gs[0].meta.md_len == sizeof md && memcmp(gs[0].meta.md, md, sizeof md) == 0);
     ASSERT(memcmp(rb, b, sizeof b) == 0);
-    ASSERT(metas[2].pin);
-    ASSERT_EQ(metas[3].nseg, 3);
-    ASSERT_EQ(inl[3], 0);
+    ASSERT(gs[2].meta.pin && gs[2].meta.md == NULL);
+    ASSERT_EQ(gs[3].meta.nseg, 3);
+    for (int i = 0; i < 4; i++)
+        lmca_meta_clear(&gs[i].meta);
     lmca_close(h);
 }
 
-TEST(batch_put_refuses_chunks_that_need_segments)
+TEST(batch_commit_refuses_puts_that_need_segments)
 {
     lmca_t *h = th_open("small");
-    const char *keys[2] = {th_key("bk"), th_key("bk")};
     static uint8_t small[10], big[2 * MIB];
-    const void *src[2] = {small, big};
-    const size_t lens[2] = {sizeof small, sizeof big};
-    int results[2];
+    lmca_put_t ps[2] = {{.key = th_key("bk"), .buf = small, .len = sizeof small},
+                        {.key = th_key("bk"), .buf = big, .len = sizeof big}};
+    int results[2] = {99, 99};
     lmca_err_t err = {0};
 
-    ASSERT_RC(lmca_put_small_many(h, keys, 2, src, lens, NULL, results, &err), LMCA_EINVAL, &err);
-    ASSERT_CONTAINS(err.msg, "single-record chunks only");
-    ASSERT_RC(lmca_exists(h, keys[0], &err), LMCA_MISS, &err); /* nothing was written */
+    for (int i = 0; i < 2; i++)
+        ASSERT_RC(lmca_put_begin(h, &ps[i], &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_put_commit_many(h, ps, 2, results, &err), LMCA_EINVAL, &err);
+    ASSERT_CONTAINS(err.msg, "single-record");
+    ASSERT(results[0] == LMCA_EINVAL && results[1] == LMCA_EINVAL); /* every row set */
+    ASSERT_RC(lmca_exists(h, ps[0].key, &err), LMCA_MISS, &err); /* nothing was written */
     lmca_close(h);
 }
 
-TEST(verify_checks_the_payload_crc)
+/* Defect: the results of a tile were read after its call had failed, before
+   they were set (a bad key returned early, leaving them uninitialized). */
+TEST(batch_get_sets_every_result_when_it_fails_early)
 {
-    lmca_meta_t m = {.nseg = 1, .tot_b = 5, .has_crc32 = true, .crc32 = 0x3610a686};
-    ASSERT_EQ(lmca_verify(&m, "hello"), LMCA_OK); /* zlib crc32("hello") */
-    ASSERT_EQ(lmca_verify(&m, "hellp"), LMCA_MISS);
-    m.has_crc32 = false;
-    ASSERT_EQ(lmca_verify(&m, "hellp"), LMCA_OK);
+    lmca_t *h = th_open("small");
+    uint8_t buf[8];
+    lmca_get_t gs[3] = {{.key = th_key("bk"), .buf = buf, .cap = sizeof buf},
+                        {.key = "", .buf = buf, .cap = sizeof buf},
+                        {.key = th_key("bk"), .buf = buf, .cap = sizeof buf}};
+    int results[3] = {0x55, 0x55, 0x55};
+    lmca_err_t err = {0};
+
+    ASSERT_RC(lmca_get_begin_many(h, gs, 3, results, &err), LMCA_EINVAL, &err);
+    for (int i = 0; i < 3; i++)
+        ASSERT_EQ(results[i], LMCA_EINVAL);
+    lmca_close(h);
+}
+
+TEST(crc32_is_zlibs)
+{
+    ASSERT_EQ(lmca_crc32("hello", 5), 0x3610a686); /* zlib crc32("hello") */
+    ASSERT_EQ(lmca_crc32("", 0), 0);
+}
+
+/* Defect: lmca_meta_t embedded an 8 KiB md, copied in every element of a tile;
+   md is now allocated only when present and asked for. */
+TEST(meta_is_small_and_md_allocated_only_when_asked)
+{
+    lmca_t *h = th_open("lmcache");
+    const char *with = th_key("md"), *without = th_key("nomd");
+    uint8_t md[300], buf[10] = {0}, out[10];
+    lmca_put_opts_t o = {.md = md, .md_len = sizeof md};
+    lmca_get_t g = {.key = with, .buf = out, .cap = sizeof out};
+    lmca_meta_t meta;
+    lmca_err_t err = {0};
+
+    ASSERT(sizeof(lmca_meta_t) < 512);
+    th_fill(md, sizeof md, 5);
+    ASSERT_RC(lmca_put(h, with, buf, sizeof buf, &o, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_put(h, without, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_get_begin(h, &g, &err), LMCA_OK, &err);
+    ASSERT(g.meta.md == NULL && g.meta.md_len == sizeof md); /* not asked for */
+    g.want_md = true;
+    ASSERT_RC(lmca_get_begin(h, &g, &err), LMCA_OK, &err);
+    ASSERT(g.meta.md != NULL && memcmp(g.meta.md, md, sizeof md) == 0);
+    lmca_meta_clear(&g.meta);
+    ASSERT_RC(lmca_stat(h, without, &meta, &err), LMCA_OK, &err);
+    ASSERT(meta.md == NULL && meta.md_len == 0); /* asked for, not present */
+    lmca_close(h);
+}
+
+/* Defect: touch cost one round trip per segment; the segments now go in one
+   batch call, then the meta record. */
+TEST(touch_batches_the_segments)
+{
+    lmca_t *h;
+    uint8_t *data;
+    size_t len;
+    const char *key;
+    long long batches, touches;
+    lmca_err_t err = {0};
+
+    th_need_fixture("command counters");
+    h = th_open("small");
+    key = put_three_segments(h, &data, &len);
+    batches = th_fixture_stat("batches");
+    touches = th_fixture_stat("touches");
+    ASSERT_RC(lmca_touch(h, key, true, &err), LMCA_OK, &err);
+    ASSERT_EQ(th_fixture_stat("batches") - batches, 1); /* the three segments */
+    ASSERT_EQ(th_fixture_stat("touches") - touches, 3); /* one row each (the meta record's
+                                                           touch writes pin: a write) */
+    free(data);
+    lmca_close(h);
 }
 
 /* Several threads share one handle (the libaerospike client is thread-safe). */
@@ -494,8 +601,11 @@ TEST_LIST = {
     T(remove_deletes_meta_and_segments),
     T(bad_arguments_are_einval),
     T(small_chunks_in_batch_calls),
-    T(batch_put_refuses_chunks_that_need_segments),
-    T(verify_checks_the_payload_crc),
+    T(batch_commit_refuses_puts_that_need_segments),
+    T(batch_get_sets_every_result_when_it_fails_early),
+    T(crc32_is_zlibs),
+    T(meta_is_small_and_md_allocated_only_when_asked),
+    T(touch_batches_the_segments),
     T(threads_share_one_handle),
 };
 TEST_MAIN()

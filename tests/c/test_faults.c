@@ -55,7 +55,7 @@ TEST(server_results_map_to_typed_errors)
     } cases[] = {
         {14, LMCA_EBUSY},    /* key busy */
         {18, LMCA_EBUSY},    /* device overload */
-        {8, LMCA_EBUSY},     /* server full (stop-writes) */
+        {8, LMCA_EFULL},     /* server full (stop-writes): capacity, not load */
         {9, LMCA_ETIMEOUT},  /* server-side timeout */
         {13, LMCA_ETOO_BIG}, /* record too big */
         {22, LMCA_ETTL},     /* forbidden: TTL with nsup-period 0 */

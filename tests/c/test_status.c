@@ -73,7 +73,7 @@ TEST(status_strerror_is_map_text_and_not_empty)
 
 TEST(status_unknown_value_is_unknown_status)
 {
-    const int unknown[] = {2, 3, -14, 100, -100, INT_MAX, INT_MIN};
+    const int unknown[] = {2, 3, -15, 100, -100, INT_MAX, INT_MIN};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         if (strcmp(lmca_status_name(unknown[i]), "UNKNOWN_STATUS") != 0)
             th_fail(__FILE__, __LINE__, "lmca_status_name(%d) = \"%s\"", unknown[i],

@@ -175,7 +175,6 @@ def test_many_python_threads_submit_at_once(connector):
     lambda c: c.submit_batch_get(["a", "b"], [bytearray(1)]),
     lambda c: c.submit_batch_set(["a"], [b"x", b"y"]),
     lambda c: c.submit_batch_get(["a"], [b"read-only"]),
-    lambda c: c.submit_batch_set(["a"], [bytearray()]),
     lambda c: c.submit_batch_set(["a"], [42]),
     lambda c: c.submit_batch_exists([""]),
     lambda c: c.submit_batch_exists(["x" * 1025]),

@@ -1,0 +1,226 @@
+/*
+ * blocking.c - the Connector's blocking calls, for the Python glue: each runs
+ * one engine call with the GIL released (EXT_BLOCKING, connector.h). Misses
+ * are data (None or False), never exceptions.
+ */
+#include "connector.h"
+
+PyObject *
+ext_put(Connector *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"key", "buffer", "md", "serde", "ttl_class", "pin", NULL};
+    const char *key, *serde = NULL, *ttl_class = NULL;
+    Py_buffer buf, md = {0};
+    int pin = 0, rc = LMCA_OK;
+    lmca_err_t err = {0};
+    bool ok;
+
+    if (ext_check_open(self) < 0 ||
+        !PyArg_ParseTupleAndKeywords(args, kwargs, "sy*|$z*zzp", kwlist, &key, &buf, &md, &serde,
+                                     &ttl_class, &pin))
+        return NULL;
+    lmca_put_opts_t o = {.md = md.buf, .md_len = md.buf ? (size_t)md.len : 0, .serde = serde,
+                         .ttl_class = ttl_class, .pin = pin};
+    EXT_BLOCKING(self, ok, rc = lmca_put(self->h, key, buf.buf, (size_t)buf.len, &o, &err));
+    PyBuffer_Release(&buf);
+    if (md.obj)
+        PyBuffer_Release(&md);
+    if (!ok)
+        return NULL;
+    if (rc != LMCA_OK)
+        return ext_raise_err(ext_state_of_connector(self), &err);
+    Py_RETURN_NONE;
+}
+
+PyObject *
+ext_get(Connector *self, PyObject *args)
+{
+    const char *key;
+    Py_buffer buf;
+    size_t got = 0;
+    int rc = LMCA_OK;
+    lmca_err_t err = {0};
+    bool ok;
+
+    if (ext_check_open(self) < 0 || !PyArg_ParseTuple(args, "sw*", &key, &buf))
+        return NULL;
+    EXT_BLOCKING(self, ok, rc = lmca_get(self->h, key, buf.buf, (size_t)buf.len, &got, NULL, &err));
+    PyBuffer_Release(&buf);
+    if (!ok)
+        return NULL;
+    if (rc == LMCA_MISS)
+        Py_RETURN_NONE;
+    if (rc != LMCA_OK)
+        return ext_raise_err(ext_state_of_connector(self), &err);
+    return PyLong_FromSize_t(got);
+}
+
+static PyObject *
+meta_dict(const lmca_meta_t *m)
+{
+    return Py_BuildValue(
+        "{s:I,s:I,s:K,s:K,s:K,s:y#,s:s,s:s,s:O,s:I,s:L,s:N}", "ver", m->ver, "nseg", m->nseg,
+        "seg_b", (unsigned long long)m->seg_b, "tot_b", (unsigned long long)m->tot_b, "wid",
+        (unsigned long long)m->wid, "md", m->md ? (const char *)m->md : "",
+        (Py_ssize_t)(m->md ? m->md_len : 0), "serde", m->serde, "ttl_class", m->ttl_class, "pin",
+        m->pin ? Py_True : Py_False, "ttl", m->ttl, "created_at", (long long)m->created_at,
+        "crc32", m->has_crc32 ? PyLong_FromUnsignedLong(m->crc32) : Py_NewRef(Py_None));
+}
+
+PyObject *
+ext_stat(Connector *self, PyObject *arg)
+{
+    ext_state *st = ext_state_of_connector(self);
+    const char *key = ext_key_text(st, arg, -1);
+    lmca_meta_t m = {0};
+    lmca_err_t err = {0};
+    int rc = LMCA_OK;
+    bool ok;
+
+    if (key == NULL)
+        return NULL;
+    EXT_BLOCKING(self, ok, rc = lmca_stat(self->h, key, &m, &err));
+    if (!ok)
+        return NULL;
+    PyObject *out = rc == LMCA_OK     ? meta_dict(&m)
+                    : rc == LMCA_MISS ? Py_NewRef(Py_None)
+                                      : ext_raise_err(st, &err);
+    lmca_meta_clear(&m);
+    return out;
+}
+
+/* exists / remove: True for OK, False for a miss. */
+static PyObject *
+key_call(Connector *self, PyObject *arg, int (*fn)(lmca_t *, const char *, lmca_err_t *))
+{
+    ext_state *st = ext_state_of_connector(self);
+    const char *key = ext_key_text(st, arg, -1);
+    lmca_err_t err = {0};
+    int rc = LMCA_OK;
+    bool ok;
+
+    if (key == NULL)
+        return NULL;
+    EXT_BLOCKING(self, ok, rc = fn(self->h, key, &err));
+    if (!ok)
+        return NULL;
+    if (rc < 0)
+        return ext_raise_err(st, &err);
+    return PyBool_FromLong(rc == LMCA_OK);
+}
+
+PyObject *
+ext_exists(Connector *self, PyObject *arg)
+{
+    return key_call(self, arg, lmca_exists);
+}
+
+PyObject *
+ext_remove(Connector *self, PyObject *arg)
+{
+    return key_call(self, arg, lmca_remove);
+}
+
+PyObject *
+ext_touch(Connector *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"key", "pin", NULL};
+    const char *key;
+    int pin = 0, rc = LMCA_OK;
+    lmca_err_t err = {0};
+    bool ok;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|p", kwlist, &key, &pin))
+        return NULL;
+    EXT_BLOCKING(self, ok, rc = lmca_touch(self->h, key, pin, &err));
+    if (!ok)
+        return NULL;
+    if (rc < 0)
+        return ext_raise_err(ext_state_of_connector(self), &err);
+    return PyBool_FromLong(rc == LMCA_OK);
+}
+
+PyObject *
+ext_prefix(Connector *self, PyObject *keys)
+{
+    ext_state *st = ext_state_of_connector(self);
+    PyObject *seq = ext_key_list(st, keys);
+    const char **ks;
+    size_t count = 0;
+    lmca_err_t err = {0};
+    int rc = LMCA_OK;
+    bool ok = true;
+
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if ((ks = PyMem_Malloc(sizeof(char *) * (size_t)(n ? n : 1))) == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n && ok; i++)
+        ok = (ks[i] = ext_key_text(st, PySequence_Fast_GET_ITEM(seq, i), i)) != NULL;
+    if (ok)
+        EXT_BLOCKING(self, ok, rc = lmca_prefix(self->h, ks, (size_t)n, &count, NULL, &err));
+    PyMem_Free(ks);
+    Py_DECREF(seq);
+    if (!ok)
+        return NULL;
+    if (rc != LMCA_OK)
+        return ext_raise_err(st, &err);
+    return PyLong_FromSize_t(count);
+}
+
+PyObject *
+ext_ping(Connector *self, PyObject *Py_UNUSED(ignored))
+{
+    lmca_err_t err = {0};
+    int rc = LMCA_OK;
+    bool ok;
+
+    EXT_BLOCKING(self, ok, rc = lmca_ping(self->h, &err));
+    if (!ok)
+        return NULL;
+    if (rc != LMCA_OK)
+        return ext_raise_err(ext_state_of_connector(self), &err);
+    Py_RETURN_TRUE;
+}
+
+PyObject *
+ext_limits(Connector *self, PyObject *Py_UNUSED(ignored))
+{
+    if (ext_check_open(self) < 0)
+        return NULL;
+    const lmca_limits_t *l = lmca_limits(self->h);
+    return Py_BuildValue("{s:K,s:s,s:K,s:K,s:K,s:K,s:K,s:K}", "server_cap",
+                         (unsigned long long)l->server_cap, "cap_source", l->cap_source,
+                         "block_bytes", (unsigned long long)l->block_bytes, "max_segment_bytes",
+                         (unsigned long long)l->max_segment_bytes, "target_segment_bytes",
+                         (unsigned long long)l->target_segment_bytes, "min_segment_bytes",
+                         (unsigned long long)l->min_segment_bytes,
+                         "single_record_threshold_bytes",
+                         (unsigned long long)l->single_record_threshold_bytes,
+                         "batch_threshold_bytes", (unsigned long long)l->batch_threshold_bytes);
+}
+
+PyObject *
+ext_stats(Connector *self, PyObject *Py_UNUSED(ignored))
+{
+    lmca_pool_stats_t p;
+    lmca_stats_t e;
+
+    if (ext_check_open(self) < 0)
+        return NULL;
+    ext_log_sink_flush(self->logs);
+    lmca_pool_stats(self->pool, &p);
+    lmca_stats(self->h, &e);
+#define U(x) (unsigned long long)(x)
+    return Py_BuildValue(
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "submitted", U(p.submitted),
+        "completed", U(p.completed), "canceled", U(p.canceled), "queued", U(p.queued),
+        "bytes_read", U(p.bytes_read), "bytes_written", U(p.bytes_written), "corrupt",
+        U(e.corrupt), "torn", U(e.torn), "crc_mismatch", U(e.crc_mismatch), "puts_aborted",
+        U(e.puts_aborted), "segments_removed", U(e.segments_removed), "segments_left",
+        U(e.segments_left));
+#undef U
+}
