@@ -168,12 +168,63 @@ bad_number(lmca_err_t *err, const char *key, long long value, const char *why)
     return lmca__fail(err, LMCA_ECONFIG, 0, "config %s=%lld: %s", key, value, why);
 }
 
+/* One seed: "host", "host:port", "host:tlsname:port" or "[ipv6]" with the same
+   tails. The client takes malformed ports without complaint (99999, -1), so
+   they are refused here, naming the seed. */
+static bool
+seed_ok(const char *seed, size_t len)
+{
+    const char *end = seed + len, *p = seed, *port;
+    int colons = 0;
+
+    if (len == 0)
+        return false;
+    if (*p == '[') { /* an IPv6 address: skip to its closing bracket */
+        while (p < end && *p != ']')
+            p++;
+        if (p == end || p == seed + 1)
+            return false;
+    }
+    for (const char *q = p; q < end; q++)
+        colons += *q == ':';
+    if (colons == 0)
+        return *seed != '[' || p + 1 == end;
+    if (colons > 2 || (port = memrchr(p, ':', (size_t)(end - p))) + 1 == end)
+        return false;
+    long n = 0;
+    for (const char *q = port + 1; q < end; q++) {
+        if (*q < '0' || *q > '9' || (n = n * 10 + (*q - '0')) > 65535)
+            return false;
+    }
+    return n >= 1 && port > seed && port[-1] != ':';
+}
+
+static int
+check_hosts(const char *hosts, lmca_err_t *err)
+{
+    if (hosts == NULL || hosts[0] == '\0')
+        return lmca__fail(err, LMCA_ECONFIG, 0, "config hosts: required (\"host:port,...\")");
+    for (const char *s = hosts;;) {
+        const char *comma = strchr(s, ',');
+        size_t len = comma ? (size_t)(comma - s) : strlen(s);
+        if (!seed_ok(s, len))
+            return lmca__fail(err, LMCA_ECONFIG, 0,
+                              "config hosts=\"%s\": seed \"%.*s\" is not host[:port] "
+                              "(port 1 to 65535)",
+                              hosts, (int)(len < 80 ? len : 80), s);
+        if (comma == NULL)
+            return LMCA_OK;
+        s = comma + 1;
+    }
+}
+
 /* Names are bounded by Aerospike: namespace < 32 bytes, set < 64. */
 static int
 check_names(const lmca_config_t *cfg, lmca_err_t *err)
 {
-    if (cfg->hosts == NULL || cfg->hosts[0] == '\0')
-        return lmca__fail(err, LMCA_ECONFIG, 0, "config hosts: required (\"host:port,...\")");
+    int rc = check_hosts(cfg->hosts, err);
+    if (rc != LMCA_OK)
+        return rc;
     if (cfg->namespace_ == NULL || cfg->namespace_[0] == '\0' || strlen(cfg->namespace_) > 31)
         return lmca__fail(err, LMCA_ECONFIG, 0,
                           "config namespace=\"%s\": must be 1 to 31 bytes",

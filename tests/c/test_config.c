@@ -396,6 +396,29 @@ TEST(validate_rejects_missing_hosts)
     EXPECT_INVALID(&cfg, "hosts");
 }
 
+TEST(validate_checks_every_seed)
+{
+    static const char *const good[] = {"h", "h:3000", "10.0.0.1:3000,10.0.0.2", "h:tls1:4333",
+                                       "[::1]", "[::1]:3000", "[fe80::1]:tls:3000", "h:65535"};
+    static const char *const bad[] = {"h:99999", "h:0", "h:-1", "h:", "h:port", ",h", "h,",
+                                      "h:3000,,h2", "[::1", "[]:3000", "h:t:p:3000", "h::3000"};
+    lmca_config_t cfg;
+    lmca_err_t err = {0};
+
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        lmca_config_init(&cfg);
+        cfg.hosts = good[i];
+        ASSERT_RC(lmca_config_validate(&cfg, &err), LMCA_OK, &err);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        lmca_config_init(&cfg);
+        cfg.hosts = bad[i];
+        if (lmca_config_validate(&cfg, &err) != LMCA_ECONFIG)
+            th_fail(__FILE__, __LINE__, "hosts \"%s\" was accepted", bad[i]);
+        ASSERT_CONTAINS(err.msg, bad[i]);
+    }
+}
+
 TEST(validate_rejects_empty_namespace)
 {
     lmca_config_t cfg;
@@ -561,6 +584,7 @@ TEST_LIST = {
     T(config_set_accepts_every_known_key),
     T(config_set_null_config_is_einval),
     T(validate_rejects_missing_hosts),
+    T(validate_checks_every_seed),
     T(validate_rejects_empty_namespace),
     T(validate_rejects_namespace_of_32_bytes),
     T(validate_rejects_set_of_64_bytes),

@@ -266,6 +266,68 @@ TEST(scan_reads_meta_records_or_every_record)
     lmca_close(h);
 }
 
+/* Defect: a host list that failed to parse leaked the seeds the client had
+   already taken (the ASan run reports such a leak at exit): the client took
+   "127.0.0.1:3000", then refused "h:3000x". The engine now checks every seed
+   first and names the bad one, and gives the client's config back if the
+   client refuses one all the same. */
+TEST(bad_host_lists_are_named_and_leak_nothing)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+
+    th_config(&cfg, "lmcache");
+    cfg.hosts = "127.0.0.1:3000,h:3000x";
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_ECONFIG, &err);
+    ASSERT_CONTAINS(err.msg, "seed \"h:3000x\"");
+    cfg.hosts = "127.0.0.1:3000,:5";
+    cfg.tls_name = "node1.example"; /* TLS seeds go through the engine's own parsing */
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_ECONFIG, &err);
+    ASSERT_CONTAINS(err.msg, "seed \":5\"");
+}
+
+/* Defect: the client's setters could refuse a value and the engine went on
+   without it: a user name too long for the client was dropped silently. */
+TEST(settings_the_client_refuses_are_config_errors)
+{
+    char user[100];
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+
+    memset(user, 'u', sizeof user - 1);
+    user[sizeof user - 1] = '\0';
+    th_config(&cfg, "lmcache");
+    cfg.username = user;
+    cfg.password = "secret";
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_ECONFIG, &err);
+    ASSERT_CONTAINS(err.msg, "username");
+}
+
+/* Defect: slab sizes were computed from the key count unchecked, so a huge
+   count wrapped around to a small allocation. Counts are bounded before any key
+   is read now. */
+TEST(huge_key_counts_are_refused_before_reading_keys)
+{
+    lmca_t *h = th_open("lmcache");
+    const char *one = "k";
+    lmca_get_t g = {.key = "k"};
+    lmca_put_t p = {.key = "k"};
+    int result = 0x55;
+    size_t count = 9;
+    lmca_err_t err = {0};
+
+    ASSERT_RC(lmca_prefix(h, &one, SIZE_MAX / 8, &count, NULL, &err), LMCA_EINVAL, &err);
+    ASSERT_CONTAINS(err.msg, "too many keys");
+    ASSERT_EQ(count, 0);
+    ASSERT_RC(lmca_get_begin_many(h, &g, (size_t)LMCA_BATCH_MAX + 1, &result, &err), LMCA_EINVAL,
+              &err);
+    ASSERT_RC(lmca_put_commit_many(h, &p, SIZE_MAX / 2, &result, &err), LMCA_EINVAL, &err);
+    ASSERT_EQ(result, 0x55); /* n was refused before any row was touched */
+    lmca_close(h);
+}
+
 TEST_LIST = {
     T(limits_discovered_on_8mib_namespace),
     T(limits_discovered_on_1mib_namespace_clamp_target),
@@ -280,5 +342,8 @@ TEST_LIST = {
     T(record_too_big_is_mapped_with_guidance),
     T(ping_answers),
     T(scan_reads_meta_records_or_every_record),
+    T(bad_host_lists_are_named_and_leak_nothing),
+    T(settings_the_client_refuses_are_config_errors),
+    T(huge_key_counts_are_refused_before_reading_keys),
 };
 TEST_MAIN()

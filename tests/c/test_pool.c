@@ -291,6 +291,92 @@ TEST(bad_submits_fail_and_never_complete)
     lmca_close(h);
 }
 
+TEST(huge_batches_are_refused_before_reading_keys)
+{
+    lmca_t *h = th_open("lmcache");
+    lmca_pool_t *p = NULL;
+    const char *one = "k";
+    lmca_batch_t b = {.op = LMCA_OP_EXISTS, .n = SIZE_MAX / 16, .keys = &one};
+    lmca_err_t err = {0};
+    uint64_t id = 0;
+
+    ASSERT_RC(lmca_pool_open(h, 1, &p, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_pool_submit(p, &b, &id, &err), LMCA_EINVAL, &err);
+    ASSERT_CONTAINS(err.msg, "keys (at most");
+    lmca_pool_destroy(p);
+    lmca_close(h);
+}
+
+/* Defect: an asynchronous set could not pass pin or md, which a blocking put
+   could. */
+TEST(set_carries_pin_md_and_tags)
+{
+    lmca_t *h = th_open("small");
+    lmca_pool_t *p = NULL;
+    const char *keys[2] = {th_key("opts"), th_key("opts")};
+    size_t lens[2] = {1000, 3 * MIB}; /* a tile, and a chunk of segments */
+    void *bufs[2] = {calloc(1, lens[0]), calloc(1, lens[1])};
+    lmca_put_opts_t opts[2] = {{.md = "md-0", .md_len = 4, .pin = true, .serde = "naive"},
+                               {.md = "md-one", .md_len = 6, .pin = true, .ttl_class = "corpus"}};
+    lmca_batch_t b = {.op = LMCA_OP_SET, .n = 2, .keys = keys, .bufs = bufs, .lens = lens,
+                      .opts = opts};
+    lmca_err_t err = {0};
+    lmca_meta_t m;
+    uint64_t id;
+
+    ASSERT_RC(lmca_pool_open(h, 2, &p, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_pool_submit(p, &b, &id, &err), LMCA_OK, &err);
+    lmca_completion_t *c = wait_for(p, id, NULL, NULL);
+    ASSERT_DONE_OK(c);
+    lmca_completion_free(c);
+    for (int i = 0; i < 2; i++) {
+        ASSERT_RC(lmca_stat(h, keys[i], &m, &err), LMCA_OK, &err);
+        ASSERT(m.pin && m.ttl == UINT32_MAX);
+        ASSERT(m.md_len == opts[i].md_len && memcmp(m.md, opts[i].md, m.md_len) == 0);
+        lmca_meta_clear(&m);
+    }
+    ASSERT_RC(lmca_stat(h, keys[0], &m, &err), LMCA_OK, &err);
+    ASSERT(strcmp(m.serde, "naive") == 0);
+    lmca_meta_clear(&m);
+    ASSERT_RC(lmca_stat(h, keys[1], &m, &err), LMCA_OK, &err);
+    ASSERT(strcmp(m.ttl_class, "corpus") == 0 && m.nseg == 4);
+    lmca_meta_clear(&m);
+    lmca_pool_destroy(p);
+    free(bufs[0]);
+    free(bufs[1]);
+    lmca_close(h);
+}
+
+/* Defect: put took an empty payload and the asynchronous set refused it; both
+   store it now, and both read it back as a hit. */
+TEST(empty_payloads_are_chunks_on_every_surface)
+{
+    lmca_t *h = th_open("lmcache");
+    lmca_pool_t *p = NULL;
+    const char *keys[2] = {th_key("empty"), th_key("empty")};
+    size_t lens[2] = {0, 0}, got = 9;
+    void *bufs[2] = {NULL, NULL};
+    lmca_batch_t b = {.op = LMCA_OP_SET, .n = 1, .keys = keys, .bufs = bufs, .lens = lens};
+    lmca_err_t err = {0};
+    uint64_t id;
+
+    ASSERT_RC(lmca_pool_open(h, 2, &p, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_pool_submit(p, &b, &id, &err), LMCA_OK, &err);
+    lmca_completion_t *c = wait_for(p, id, NULL, NULL);
+    ASSERT(c->status == LMCA_OK && c->results[0] == 1);
+    lmca_completion_free(c);
+    ASSERT_RC(lmca_put(h, keys[1], NULL, 0, NULL, &err), LMCA_OK, &err);
+    b.op = LMCA_OP_GET, b.n = 2;
+    ASSERT_RC(lmca_pool_submit(p, &b, &id, &err), LMCA_OK, &err);
+    c = wait_for(p, id, NULL, NULL);
+    ASSERT(c->status == LMCA_OK && c->results[0] == 1 && c->results[1] == 1);
+    lmca_completion_free(c);
+    ASSERT_RC(lmca_get(h, keys[0], NULL, 0, &got, NULL, &err), LMCA_OK, &err);
+    ASSERT_EQ(got, 0);
+    lmca_pool_destroy(p);
+    lmca_close(h);
+}
+
 TEST(server_errors_fail_the_batch_but_keep_per_key_results)
 {
     lmca_t *h;
@@ -329,5 +415,8 @@ TEST_LIST = {
     T(shutdown_completes_every_accepted_batch_once),
     T(bad_submits_fail_and_never_complete),
     T(server_errors_fail_the_batch_but_keep_per_key_results),
+    T(huge_batches_are_refused_before_reading_keys),
+    T(set_carries_pin_md_and_tags),
+    T(empty_payloads_are_chunks_on_every_surface),
 };
 TEST_MAIN()

@@ -1,0 +1,1131 @@
+/*
+ * soak.c - a bounded soak of the asynchronous layer (lmca_pool_*): many batches
+ * in flight for a fixed time, mixed operations and chunk sizes, every GET hit
+ * checked byte for byte. Prints RSS and throughput per interval, and fails when
+ * bytes come back wrong, a batch never completes, an error occurs or RSS grows.
+ *
+ *   soak [-h hosts] [-n namespace] [-s set] [-d seconds] [-i seconds] [-w workers]
+ *        [-q batches] [-k keys] [-t ttl] [-o setting=value]... [--max-rss-growth MiB]
+ *        [--allow-errors] [--max-chunk bytes] [--inflight-mib MiB] [--seed n]
+ *
+ * Workload. One thread keeps -q batches in flight: it submits a new batch when
+ * one completes and waits on the pool's eventfd in between. A batch is a SET or
+ * GET of 1-8 keys, an EXISTS or PREFIX of 1-16 keys or a DELETE of 1-2 keys, over
+ * a fixed keyspace "soak-<run>-<i>", with chunk sizes from a weighted mix.
+ *
+ * Verification without history. The payload a SET writes for key i at its
+ * generation g (a per-key count of submitted SETs) is a function of (i, g, size):
+ * a 16-byte header holding the three, then an xorshift stream seeded by them. A
+ * GET hit is checked against what its own header claims, so the soak needs no
+ * record of what was written; bytes that differ are WRONG BYTES and fail the run.
+ * Racing SETs, GETs and DELETEs of one key are allowed on purpose: the engine
+ * promises old bytes, new bytes or a miss, never a mix, and the soak checks that.
+ *
+ * Memory. Buffers come from a fixed arena allocated and touched at start, one
+ * free list per size class, so the soak's own memory is flat by construction and
+ * bounds the bytes in flight (--inflight-mib); RSS growth is then the engine's,
+ * libaerospike's or the allocator's.
+ *
+ * Options beyond the brief: -o sets an engine setting by name (lmca_config_set),
+ * e.g. -o read_timeout_ms=5000 for a slow server; --max-chunk drops the size
+ * classes above it; --seed makes the workload repeatable (keys are still new).
+ *
+ * Exit status 0 and "1 passed, 0 failed" as the last line when the run passed,
+ * else 1 and "0 passed, 1 failed" (scripts/test.sh tallies that line); 2 for a
+ * usage error.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lmca.h"
+#include "lmca_async.h"
+
+#define MAX_KEYS 16          /* most keys in one batch (EXISTS, PREFIX) */
+#define MAX_DATA_KEYS 8      /* most keys in a SET or GET: buffers per class >= this */
+#define HEADER_BYTES 16      /* key index u32, generation u32, size u64 */
+#define POISON_STRIDE 4096   /* a GET buffer is poisoned once per this many bytes */
+#define DRAIN_TIMEOUT_S 60.0 /* at the end, how long in-flight batches may take */
+#define LOST_WAKEUP_S 1.0    /* completions waiting this long unsignalled: a bug */
+#define MAX_WRONG_PRINTED 10
+#define MAX_LOG_PRINTED 20
+#define ERR_KINDS 16         /* -status of LMCA_E*, 0 for anything else */
+
+/* ---------------------------------------------------------------------------
+ * Options.
+ */
+
+typedef struct {
+    const char *hosts, *ns, *set;
+    double duration_s, interval_s;
+    unsigned workers, inflight, keyspace;
+    int64_t ttl;
+    double max_rss_growth_mib, inflight_mib;
+    size_t max_chunk;
+    bool allow_errors;
+    uint64_t seed;
+    const char *settings[32]; /* -o key=value, applied in order */
+    unsigned nsettings;
+} opts_t;
+
+static void
+usage(const char *argv0)
+{
+    fprintf(stderr,
+            "usage: %s [-h hosts] [-n namespace] [-s set] [-d seconds] [-i seconds]\n"
+            "       [-w workers] [-q batches] [-k keys] [-t ttl] [-o setting=value]...\n"
+            "       [--max-rss-growth MiB] [--allow-errors] [--max-chunk bytes]\n"
+            "       [--inflight-mib MiB] [--seed n]\n",
+            argv0);
+}
+
+/* Parses a number within [min, max]; false for junk or out of range. */
+static bool
+parse_number(const char *text, double min, double max, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno != 0 || end == text || *end != '\0' || v < min || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+enum { OPT_RSS = 256, OPT_ALLOW, OPT_MAX_CHUNK, OPT_INFLIGHT, OPT_SEED, OPT_HELP };
+
+static const struct option long_options[] = {
+    {"max-rss-growth", required_argument, NULL, OPT_RSS},
+    {"allow-errors", no_argument, NULL, OPT_ALLOW},
+    {"max-chunk", required_argument, NULL, OPT_MAX_CHUNK},
+    {"inflight-mib", required_argument, NULL, OPT_INFLIGHT},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+/* Applies one option; false when its value is bad. */
+static bool
+apply_option(opts_t *o, int c, const char *arg)
+{
+    double v = 0;
+    switch (c) {
+    case 'h': o->hosts = arg; return true;
+    case 'n': o->ns = arg; return true;
+    case 's': o->set = arg; return true;
+    case 'd': return parse_number(arg, 1, 1e7, &o->duration_s);
+    case 'i': return parse_number(arg, 0.1, 1e7, &o->interval_s);
+    case 'w': return parse_number(arg, 1, 256, &v) && (o->workers = (unsigned)v, true);
+    case 'q': return parse_number(arg, 1, 4096, &v) && (o->inflight = (unsigned)v, true);
+    case 'k': return parse_number(arg, 1, 1 << 24, &v) && (o->keyspace = (unsigned)v, true);
+    case 't': return parse_number(arg, -1, 1e9, &v) && (o->ttl = (int64_t)v, true);
+    case 'o':
+        if (o->nsettings == sizeof o->settings / sizeof o->settings[0] || !strchr(arg, '='))
+            return false;
+        o->settings[o->nsettings++] = arg;
+        return true;
+    case OPT_RSS: return parse_number(arg, 0, 1e9, &o->max_rss_growth_mib);
+    case OPT_ALLOW: o->allow_errors = true; return true;
+    case OPT_MAX_CHUNK: return parse_number(arg, 0, 1e12, &v) && (o->max_chunk = (size_t)v, true);
+    case OPT_INFLIGHT: return parse_number(arg, 1, 1e6, &o->inflight_mib);
+    case OPT_SEED: return parse_number(arg, 0, 1e18, &v) && (o->seed = (uint64_t)v, true);
+    default: return false;
+    }
+}
+
+/* @return 0, or 2 for a usage error (already reported). */
+static int
+parse_options(int argc, char **argv, opts_t *o)
+{
+    int c;
+    *o = (opts_t){.hosts = getenv("AEROSPIKE_TEST_HOSTS"), .ns = "lmcache", .set = "lmca_soak",
+                  .duration_s = 120, .interval_s = 5, .workers = 8, .inflight = 32,
+                  .keyspace = 256, .ttl = 600, .max_rss_growth_mib = 32, .inflight_mib = 512,
+                  .max_chunk = SIZE_MAX};
+    while ((c = getopt_long(argc, argv, "h:n:s:d:i:w:q:k:t:o:", long_options, NULL)) != -1) {
+        if (c == OPT_HELP || !apply_option(o, c, optarg)) {
+            if (c != OPT_HELP && c != '?')
+                fprintf(stderr, "%s: bad value for %s: %s\n", argv[0],
+                        argv[optind - 1], optarg ? optarg : "");
+            usage(argv[0]);
+            return 2;
+        }
+    }
+    if (optind < argc || o->hosts == NULL || *o->hosts == '\0') {
+        fprintf(stderr, "%s: give -h host:port or set AEROSPIKE_TEST_HOSTS\n", argv[0]);
+        usage(argv[0]);
+        return 2;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Time, RSS, randomness.
+ */
+
+static double
+now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Resident set size in bytes (statm's second field, in pages); 0 if unreadable. */
+static double
+rss_bytes(void)
+{
+    unsigned long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+        resident = 0;
+    fclose(f);
+    return (double)resident * (double)sysconf(_SC_PAGESIZE);
+}
+
+#define MIB (1024.0 * 1024.0)
+
+static uint64_t
+splitmix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t
+xorshift64(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *state = x;
+}
+
+/* ---------------------------------------------------------------------------
+ * Payloads: a function of (key index, generation, size), checkable from itself.
+ */
+
+static void
+put_le(uint8_t *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t
+get_le(const uint8_t *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* Never 0: xorshift would stay at 0. */
+static uint64_t
+payload_seed(uint32_t key, uint32_t gen, uint64_t size)
+{
+    return splitmix64(((uint64_t)key << 32 | gen) ^ splitmix64(size)) | 1;
+}
+
+/* Writes the payload of (key, gen, len). Every non-empty size class holds the
+   whole header (the smallest is 1 KiB). */
+static void
+fill_payload(uint8_t *buf, size_t len, uint32_t key, uint32_t gen)
+{
+    uint64_t state = payload_seed(key, gen, len);
+    put_le(buf, key, 4);
+    put_le(buf + 4, gen, 4);
+    put_le(buf + 8, len, 8);
+    for (size_t off = HEADER_BYTES; off < len; off += 8) {
+        uint64_t word = xorshift64(&state);
+        memcpy(buf + off, &word, len - off < 8 ? len - off : 8);
+    }
+}
+
+/* The first offset where `buf` differs from the payload of (key, gen, len), or
+   SIZE_MAX when it is exactly that payload. */
+static size_t
+payload_mismatch(const uint8_t *buf, size_t len, uint32_t key, uint32_t gen)
+{
+    uint64_t state = payload_seed(key, gen, len);
+    for (size_t off = HEADER_BYTES; off < len; off += 8) {
+        uint64_t want = xorshift64(&state), got = 0;
+        size_t n = len - off < 8 ? len - off : 8;
+        memcpy(&got, buf + off, n);
+        if (memcmp(&got, &want, n) != 0)
+            return off;
+    }
+    return SIZE_MAX;
+}
+
+/* Marks a GET buffer so that a hit which left part of it unwritten cannot pass
+   on what an earlier GET left there: an impossible header (key index
+   0xFFFFFFFF) and a constant word every POISON_STRIDE bytes. */
+static void
+poison(uint8_t *buf, size_t len)
+{
+    static const uint8_t word[8] = {0xDE, 0xAD, 0xBE, 0xEF, 0x50, 0x4B, 0x21, 0x00};
+    if (len >= HEADER_BYTES)
+        memset(buf, 0xFF, HEADER_BYTES);
+    for (size_t off = HEADER_BYTES; off + 8 <= len; off += POISON_STRIDE)
+        memcpy(buf + off, word, 8);
+}
+
+/* ---------------------------------------------------------------------------
+ * Size classes and their buffer arena.
+ */
+
+typedef struct {
+    size_t bytes;
+    unsigned weight;  /* how often a SET picks it; 0 = disabled */
+    unsigned share;   /* per mille of --inflight-mib for its buffers */
+    unsigned count, nfree;
+    uint8_t *block;   /* `count` buffers of `bytes`, one allocation */
+    uint8_t **free;   /* stack of free buffers */
+} size_class;
+
+/* Small and 1-4 MiB chunks are the common case; 9 and 17 MiB exercise chunks of
+   several segments. The shares size each class's buffers by its bytes in flight. */
+static const size_class class_table[] = {
+    {.bytes = 0, .weight = 1},
+    {.bytes = 1u << 10, .weight = 3, .share = 1},
+    {.bytes = 100u << 10, .weight = 3, .share = 50},
+    {.bytes = 1u << 20, .weight = 4, .share = 190},
+    {.bytes = 4u << 20, .weight = 4, .share = 310},
+    {.bytes = 9u << 20, .weight = 1, .share = 180},
+    {.bytes = 17u << 20, .weight = 1, .share = 269},
+};
+#define NCLASSES (sizeof class_table / sizeof class_table[0])
+
+/* Allocates and touches the class's buffers, so that RSS holds them before
+   the warm-up measurement. @return false when out of memory. */
+static bool
+class_alloc(size_class *c, const opts_t *o)
+{
+    double budget = o->inflight_mib * MIB * c->share / 1000.0;
+    double count = c->bytes ? budget / (double)c->bytes : 0;
+    double most = (double)o->inflight * MAX_DATA_KEYS;
+
+    if (c->weight == 0 || c->bytes == 0)
+        return true;
+    /* At least one batch's worth, so that every planned batch can go once the
+       others are done; at most what -q batches could use. */
+    c->count = (unsigned)(count < MAX_DATA_KEYS ? MAX_DATA_KEYS : count > most ? most : count);
+    c->block = malloc((size_t)c->count * c->bytes);
+    c->free = malloc(c->count * sizeof *c->free);
+    if (c->block == NULL || c->free == NULL)
+        return false;
+    memset(c->block, 0, (size_t)c->count * c->bytes);
+    for (unsigned i = 0; i < c->count; i++)
+        c->free[i] = c->block + (size_t)i * c->bytes;
+    c->nfree = c->count;
+    return true;
+}
+
+/* ---------------------------------------------------------------------------
+ * The soak's state.
+ */
+
+typedef struct {
+    uint32_t gen; /* generation of the last SET submitted; 0 = never */
+    uint8_t cls;  /* its size class: what a GET of the key asks for */
+} key_state;
+
+typedef enum { SLOT_FREE, SLOT_PLANNED, SLOT_BUSY } slot_state;
+
+/* One batch: planned, then in flight until its completion is drained. */
+typedef struct {
+    slot_state state;
+    uint64_t id;
+    lmca_op op;
+    lmca_prio prio;
+    bool with_opts;
+    size_t n;
+    uint32_t key[MAX_KEYS];
+    uint8_t cls[MAX_KEYS];
+    uint8_t *buf[MAX_KEYS]; /* owned by the pool while BUSY */
+    size_t len[MAX_KEYS];
+} slot_t;
+
+/* Counters, per interval and in total. */
+enum {
+    N_GET, N_SET, N_EXISTS, N_PREFIX, N_DELETE, /* batches completed, by op - 1 */
+    N_HIT, N_MISS, N_WRONG,                     /* GET keys */
+    N_STORED, N_UNSTORED,                       /* SET keys */
+    N_FOUND, N_ABSENT,                          /* EXISTS and PREFIX keys */
+    N_REMOVED, N_NOTHING,                       /* DELETE keys */
+    N_ERRORS,                                   /* failed batches and refused submits */
+    N_COUNT
+};
+
+typedef struct {
+    opts_t o;
+    lmca_t *h;
+    lmca_pool_t *pool;
+    uint64_t rng;
+    unsigned run;
+    size_class cls[NCLASSES];
+    unsigned class_weights;
+    key_state *keys;
+    slot_t *slots;
+    slot_t *waiting;            /* planned, waiting for buffers */
+    unsigned inflight;
+    uint64_t submitted, taken, last_id;
+    uint64_t unexpected;        /* completions of no batch in flight */
+    uint64_t lost_wakeups;      /* times completions waited with the eventfd quiet */
+    uint64_t never_completed;
+    double unsignalled_since;   /* completions seen waiting unsignalled since, or 0 */
+    uint64_t iv[N_COUNT], total[N_COUNT];
+    uint64_t errors[ERR_KINDS];
+    bool error_printed[ERR_KINDS];
+    unsigned wrong_printed;
+    atomic_uint log_printed;
+    double start, last_report;
+    unsigned reports;
+    lmca_pool_stats_t pool_at_report;
+    lmca_stats_t engine_at_report;
+    double rss_warm, rss_max, rss_end;
+} soak_t;
+
+static uint64_t
+rand_below(soak_t *s, uint64_t n)
+{
+    return xorshift64(&s->rng) % n;
+}
+
+static void
+key_name(const soak_t *s, uint32_t key, char *out, size_t size)
+{
+    snprintf(out, size, "soak-%08x-%u", s->run, key);
+}
+
+/* Engine notices: INFO (the limits found at open) and WARNING, a bounded
+   number of lines. Called from worker threads, hence the atomic. */
+static void
+log_line(void *udata, int level, const char *msg)
+{
+    atomic_uint *printed = udata;
+    if (level >= LMCA_LOG_INFO && atomic_fetch_add(printed, 1) < MAX_LOG_PRINTED)
+        printf("engine %s: %s\n", level >= LMCA_LOG_WARNING ? "WARNING" : "INFO", msg);
+}
+
+/* ---------------------------------------------------------------------------
+ * Planning batches.
+ */
+
+static const struct {
+    lmca_op op;
+    unsigned weight, max_keys;
+} op_mix[] = {
+    {LMCA_OP_GET, 35, MAX_DATA_KEYS}, {LMCA_OP_SET, 30, MAX_DATA_KEYS},
+    {LMCA_OP_EXISTS, 12, MAX_KEYS},   {LMCA_OP_PREFIX, 13, MAX_KEYS},
+    {LMCA_OP_DELETE, 10, 2},
+};
+#define NOPS (sizeof op_mix / sizeof op_mix[0])
+
+static unsigned
+pick_op(soak_t *s)
+{
+    unsigned total = 0, r;
+    for (unsigned i = 0; i < NOPS; i++)
+        total += op_mix[i].weight;
+    r = (unsigned)rand_below(s, total);
+    for (unsigned i = 0;; i++) {
+        if (r < op_mix[i].weight)
+            return i;
+        r -= op_mix[i].weight;
+    }
+}
+
+static uint8_t
+pick_class(soak_t *s)
+{
+    unsigned r = (unsigned)rand_below(s, s->class_weights);
+    for (uint8_t c = 0;; c++) {
+        if (r < s->cls[c].weight)
+            return c;
+        r -= s->cls[c].weight;
+    }
+}
+
+/* Distinct random keys; a PREFIX takes a run of consecutive keys instead, as
+   LMCache looks up the chunks of one prompt. */
+static void
+pick_keys(soak_t *s, slot_t *sl)
+{
+    uint32_t k = s->o.keyspace, first = (uint32_t)rand_below(s, k);
+    for (size_t i = 0; i < sl->n; i++) {
+        bool taken;
+        if (sl->op == LMCA_OP_PREFIX) {
+            sl->key[i] = (uint32_t)((first + i) % k);
+            continue;
+        }
+        do {
+            sl->key[i] = (uint32_t)rand_below(s, k);
+            taken = false;
+            for (size_t j = 0; j < i; j++)
+                taken |= sl->key[j] == sl->key[i];
+        } while (taken);
+    }
+}
+
+/* A SET draws its sizes; a GET asks for the size each key was last set with
+   (a buffer of another size reads as a miss), or any size if never set. */
+static void
+pick_sizes(soak_t *s, slot_t *sl)
+{
+    for (size_t i = 0; i < sl->n; i++) {
+        const key_state *ks = &s->keys[sl->key[i]];
+        uint8_t c = 0;
+        if (sl->op == LMCA_OP_SET || (sl->op == LMCA_OP_GET && ks->gen == 0))
+            c = pick_class(s);
+        else if (sl->op == LMCA_OP_GET)
+            c = ks->cls;
+        sl->cls[i] = c;
+        sl->len[i] = s->cls[c].bytes;
+        sl->buf[i] = NULL;
+    }
+}
+
+static void
+plan_batch(soak_t *s, slot_t *sl)
+{
+    unsigned op = pick_op(s);
+    size_t most = op_mix[op].max_keys < s->o.keyspace ? op_mix[op].max_keys : s->o.keyspace;
+
+    sl->op = op_mix[op].op;
+    sl->n = 1 + (size_t)rand_below(s, most);
+    /* Some GETs in the prefetch band, so that bands interleave. */
+    sl->prio = sl->op == LMCA_OP_GET && rand_below(s, 4) == 0 ? LMCA_PRIO_PREFETCH
+                                                              : LMCA_PRIO_DEFAULT;
+    sl->with_opts = sl->op == LMCA_OP_SET && rand_below(s, 4) == 0;
+    pick_keys(s, sl);
+    pick_sizes(s, sl);
+    sl->state = SLOT_PLANNED;
+}
+
+/* Takes a buffer for every non-empty chunk of the batch, or none at all. */
+static bool
+acquire_buffers(soak_t *s, slot_t *sl)
+{
+    for (size_t i = 0; i < sl->n; i++) {
+        size_class *c = &s->cls[sl->cls[i]];
+        if (sl->len[i] == 0)
+            continue;
+        if (c->nfree == 0) {
+            while (i-- > 0)
+                if (sl->buf[i] != NULL)
+                    s->cls[sl->cls[i]].free[s->cls[sl->cls[i]].nfree++] = sl->buf[i];
+            memset(sl->buf, 0, sizeof sl->buf);
+            return false;
+        }
+        sl->buf[i] = c->free[--c->nfree];
+    }
+    return true;
+}
+
+static void
+release_buffers(soak_t *s, slot_t *sl)
+{
+    for (size_t i = 0; i < sl->n; i++) {
+        if (sl->buf[i] != NULL) {
+            size_class *c = &s->cls[sl->cls[i]];
+            c->free[c->nfree++] = sl->buf[i];
+            sl->buf[i] = NULL;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Errors.
+ */
+
+static unsigned
+error_kind(int status)
+{
+    return status < 0 && -status < ERR_KINDS ? (unsigned)-status : 0;
+}
+
+/* Counts an error by kind and prints the first message of each kind. */
+static void
+count_error(soak_t *s, int status, const char *msg)
+{
+    unsigned kind = error_kind(status);
+    s->iv[N_ERRORS]++;
+    s->errors[kind]++;
+    if (!s->error_printed[kind]) {
+        s->error_printed[kind] = true;
+        printf("first %s: %s\n", kind ? lmca_status_name(status) : "other error", msg);
+    }
+}
+
+/* Errors a healthy cluster can still give now and then (a slow node, a
+   connection reset, a hot key); --allow-errors tolerates only these. */
+static bool
+error_is_transient(unsigned kind)
+{
+    return kind == (unsigned)-LMCA_ETIMEOUT || kind == (unsigned)-LMCA_ECONNECTION ||
+           kind == (unsigned)-LMCA_EBUSY;
+}
+
+/* ---------------------------------------------------------------------------
+ * Submitting.
+ */
+
+/* Writes each SET chunk's payload at the key's next generation, and poisons
+   each GET buffer. */
+static void
+prepare_buffers(soak_t *s, slot_t *sl)
+{
+    for (size_t i = 0; i < sl->n; i++) {
+        key_state *ks = &s->keys[sl->key[i]];
+        if (sl->op == LMCA_OP_SET) {
+            ks->gen++;
+            ks->cls = sl->cls[i];
+            if (sl->len[i] > 0)
+                fill_payload(sl->buf[i], sl->len[i], sl->key[i], ks->gen);
+        } else if (sl->op == LMCA_OP_GET && sl->len[i] > 0) {
+            poison(sl->buf[i], sl->len[i]);
+        }
+    }
+}
+
+static void
+submit_slot(soak_t *s, slot_t *sl)
+{
+    static const uint8_t md[100] = {1, 2, 3};
+    char names[MAX_KEYS][48];
+    const char *keys[MAX_KEYS];
+    void *bufs[MAX_KEYS];
+    lmca_put_opts_t opts[MAX_KEYS];
+    bool data = sl->op == LMCA_OP_GET || sl->op == LMCA_OP_SET;
+    lmca_err_t err = {0};
+    uint64_t id = 0;
+
+    prepare_buffers(s, sl);
+    for (size_t i = 0; i < sl->n; i++) {
+        key_name(s, sl->key[i], names[i], sizeof names[i]);
+        keys[i] = names[i];
+        bufs[i] = sl->buf[i];
+        opts[i] = (lmca_put_opts_t){.md = md, .md_len = sizeof md, .serde = "soak"};
+    }
+    lmca_batch_t batch = {.op = sl->op, .prio = sl->prio, .n = sl->n, .keys = keys,
+                          .bufs = data ? bufs : NULL,
+                          .lens = data ? sl->len : NULL,
+                          .opts = sl->with_opts ? opts : NULL,
+                          .udata = (void *)(uintptr_t)(sl - s->slots)};
+    int rc = lmca_pool_submit(s->pool, &batch, &id, &err);
+    if (rc != LMCA_OK) {
+        count_error(s, rc, err.msg);
+        release_buffers(s, sl);
+        sl->state = SLOT_FREE;
+        return;
+    }
+    /* One submitter, so ids must rise; a repeat would hide a double completion. */
+    if (id <= s->last_id) {
+        printf("submit returned id %llu after %llu\n", (unsigned long long)id,
+               (unsigned long long)s->last_id);
+        s->unexpected++;
+    }
+    s->last_id = id;
+    sl->id = id;
+    sl->state = SLOT_BUSY;
+    s->inflight++;
+    s->submitted++;
+}
+
+static slot_t *
+free_slot(soak_t *s)
+{
+    for (unsigned i = 0; i < s->o.inflight; i++)
+        if (s->slots[i].state == SLOT_FREE)
+            return &s->slots[i];
+    return NULL;
+}
+
+/* Submits until -q batches are in flight, or a planned batch waits for buffers
+   that batches in flight hold (it goes first once they are back). */
+static void
+top_up(soak_t *s)
+{
+    while (s->inflight < s->o.inflight) {
+        slot_t *sl = s->waiting ? s->waiting : free_slot(s);
+        if (sl == NULL)
+            return;
+        if (sl->state == SLOT_FREE)
+            plan_batch(s, sl);
+        if (!acquire_buffers(s, sl)) {
+            s->waiting = sl;
+            return;
+        }
+        s->waiting = NULL;
+        submit_slot(s, sl);
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Completions.
+ */
+
+static void
+report_wrong(soak_t *s, const slot_t *sl, size_t i, size_t offset)
+{
+    const uint8_t *b = sl->buf[i];
+    char name[48];
+    if (s->wrong_printed++ >= MAX_WRONG_PRINTED)
+        return;
+    key_name(s, sl->key[i], name, sizeof name);
+    printf("WRONG BYTES: batch %llu key %s (%zu bytes, last generation set %u): header "
+           "says key %llu generation %llu size %llu; first bad byte at offset %zu\n",
+           (unsigned long long)sl->id, name, sl->len[i], s->keys[sl->key[i]].gen,
+           (unsigned long long)get_le(b, 4), (unsigned long long)get_le(b + 4, 4),
+           (unsigned long long)get_le(b + 8, 8), offset);
+}
+
+/* A GET hit: the buffer must be exactly the payload its header names, for this
+   key and size, at a generation already submitted. */
+static void
+check_hit(soak_t *s, const slot_t *sl, size_t i)
+{
+    const uint8_t *b = sl->buf[i];
+    size_t len = sl->len[i], bad = SIZE_MAX;
+
+    if (len > 0) {
+        uint64_t key = get_le(b, 4), gen = get_le(b + 4, 4), size = get_le(b + 8, 8);
+        if (key != sl->key[i] || size != len || gen == 0 || gen > s->keys[key].gen)
+            bad = 0;
+        else
+            bad = payload_mismatch(b, len, (uint32_t)key, (uint32_t)gen);
+    }
+    if (bad == SIZE_MAX) {
+        s->iv[N_HIT]++;
+        return;
+    }
+    s->iv[N_WRONG]++;
+    report_wrong(s, sl, i, bad);
+}
+
+static void
+count_results(soak_t *s, const slot_t *sl, const lmca_completion_t *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        bool yes = c->results[i] != 0;
+        switch (c->op) {
+        case LMCA_OP_GET:
+            if (yes)
+                check_hit(s, sl, i);
+            else
+                s->iv[N_MISS]++;
+            break;
+        case LMCA_OP_SET: s->iv[yes ? N_STORED : N_UNSTORED]++; break;
+        case LMCA_OP_EXISTS:
+        case LMCA_OP_PREFIX: s->iv[yes ? N_FOUND : N_ABSENT]++; break;
+        case LMCA_OP_DELETE: s->iv[yes ? N_REMOVED : N_NOTHING]++; break;
+        }
+    }
+}
+
+/* The slot whose batch `c` completes (udata holds its index), or NULL for a
+   completion of a free slot, with another id or another shape: a double or
+   stray one. */
+static slot_t *
+completed_slot(const soak_t *s, const lmca_completion_t *c)
+{
+    uintptr_t index = (uintptr_t)c->udata;
+    slot_t *sl = index < s->o.inflight ? &s->slots[index] : NULL;
+    if (sl && sl->state == SLOT_BUSY && sl->id == c->id && sl->op == c->op && sl->n == c->n)
+        return sl;
+    return NULL;
+}
+
+static void
+take(soak_t *s, lmca_completion_t *c)
+{
+    slot_t *sl = completed_slot(s, c);
+    s->taken++;
+    if (sl == NULL) {
+        printf("unexpected completion: id %llu op %d n %zu\n", (unsigned long long)c->id,
+               (int)c->op, c->n);
+        s->unexpected++;
+        return;
+    }
+    s->iv[N_GET + c->op - LMCA_OP_GET]++;
+    if (c->status != LMCA_OK)
+        count_error(s, c->status, c->error);
+    count_results(s, sl, c);
+    release_buffers(s, sl);
+    sl->state = SLOT_FREE;
+    s->inflight--;
+}
+
+static void
+drain(soak_t *s)
+{
+    for (lmca_completion_t *c = lmca_pool_drain(s->pool), *next; c; c = next) {
+        next = c->next;
+        take(s, c);
+        lmca_completion_free(c);
+    }
+}
+
+/* Called when the eventfd stayed quiet: the pool has completed batches this
+   thread has not taken, and still has after LOST_WAKEUP_S, so no signal is
+   coming. A caller that waits only on the fd would hang; count it, then take
+   them so that the soak goes on. */
+static void
+check_unsignalled(soak_t *s)
+{
+    lmca_pool_stats_t ps;
+    double t = now();
+    lmca_pool_stats(s->pool, &ps);
+    if (ps.completed <= s->taken) {
+        s->unsignalled_since = 0;
+        return;
+    }
+    if (s->unsignalled_since == 0) {
+        s->unsignalled_since = t;
+        return;
+    }
+    if (t - s->unsignalled_since < LOST_WAKEUP_S)
+        return;
+    if (s->lost_wakeups++ < MAX_WRONG_PRINTED)
+        printf("LOST WAKEUP: %llu completions waited %.1f s with the eventfd not readable "
+               "(%u batches in flight)\n",
+               (unsigned long long)(ps.completed - s->taken), t - s->unsignalled_since,
+               s->inflight);
+    s->unsignalled_since = 0;
+    drain(s);
+}
+
+/* Waits up to timeout_ms for the eventfd, then takes what completed. */
+static void
+wait_for_completions(soak_t *s, int timeout_ms)
+{
+    struct pollfd pfd = {.fd = lmca_pool_fd(s->pool), .events = POLLIN};
+    int ready = poll(&pfd, 1, timeout_ms < 1 ? 1 : timeout_ms);
+    if (ready > 0) {
+        s->unsignalled_since = 0;
+        drain(s);
+    } else if (ready == 0) {
+        check_unsignalled(s);
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Reports.
+ */
+
+static void
+report(soak_t *s, double t)
+{
+    double secs = t - s->last_report, rss = rss_bytes();
+    lmca_pool_stats_t ps;
+    lmca_stats_t es;
+    uint64_t batches = 0;
+
+    lmca_pool_stats(s->pool, &ps);
+    lmca_stats(s->h, &es);
+    for (int op = N_GET; op <= N_DELETE; op++)
+        batches += s->iv[op];
+    printf("t=%4.0fs rss=%7.1fMiB ops=%5.0f/s (get %llu set %llu ex %llu pfx %llu del %llu)"
+           "  rd=%.2fGB/s wr=%.2fGB/s  hit=%llu miss=%llu wrong=%llu err=%llu torn=%llu"
+           " corrupt=%llu infl=%u\n",
+           t - s->start, rss / MIB, batches / secs, (unsigned long long)s->iv[N_GET],
+           (unsigned long long)s->iv[N_SET], (unsigned long long)s->iv[N_EXISTS],
+           (unsigned long long)s->iv[N_PREFIX], (unsigned long long)s->iv[N_DELETE],
+           (ps.bytes_read - s->pool_at_report.bytes_read) / secs / 1e9,
+           (ps.bytes_written - s->pool_at_report.bytes_written) / secs / 1e9,
+           (unsigned long long)s->iv[N_HIT], (unsigned long long)s->iv[N_MISS],
+           (unsigned long long)s->iv[N_WRONG], (unsigned long long)s->iv[N_ERRORS],
+           (unsigned long long)(es.torn - s->engine_at_report.torn),
+           (unsigned long long)(es.corrupt - s->engine_at_report.corrupt), s->inflight);
+    fflush(stdout);
+    for (int i = 0; i < N_COUNT; i++) {
+        s->total[i] += s->iv[i];
+        s->iv[i] = 0;
+    }
+    s->pool_at_report = ps;
+    s->engine_at_report = es;
+    if (s->reports++ == 0)
+        s->rss_warm = rss;
+    s->rss_max = rss > s->rss_max ? rss : s->rss_max;
+    s->rss_end = rss;
+    s->last_report = t;
+}
+
+/* ---------------------------------------------------------------------------
+ * Setup and teardown.
+ */
+
+static int
+open_engine(soak_t *s)
+{
+    lmca_config_t cfg;
+    lmca_err_t err = {0};
+
+    lmca_config_init(&cfg);
+    cfg.hosts = s->o.hosts;
+    cfg.namespace_ = s->o.ns;
+    cfg.set = s->o.set;
+    cfg.default_ttl_seconds = s->o.ttl;
+    cfg.log_cb = log_line;
+    cfg.log_udata = &s->log_printed;
+    for (unsigned i = 0; i < s->o.nsettings; i++) {
+        char name[64];
+        const char *eq = strchr(s->o.settings[i], '=');
+        snprintf(name, sizeof name, "%.*s", (int)(eq - s->o.settings[i]), s->o.settings[i]);
+        if (lmca_config_set(&cfg, name, eq + 1, &err) != LMCA_OK) {
+            printf("soak: -o %s: %s\n", s->o.settings[i], err.msg);
+            return -1;
+        }
+    }
+    if (lmca_open(&cfg, &s->h, &err) != LMCA_OK) {
+        printf("soak: lmca_open %s: %s: %s\n", s->o.hosts, lmca_status_name(err.status),
+               err.msg);
+        return -1;
+    }
+    if (lmca_pool_open(s->h, s->o.workers, &s->pool, &err) != LMCA_OK) {
+        printf("soak: lmca_pool_open: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+alloc_state(soak_t *s)
+{
+    s->keys = calloc(s->o.keyspace, sizeof *s->keys);
+    s->slots = calloc(s->o.inflight, sizeof *s->slots);
+    if (s->keys == NULL || s->slots == NULL)
+        return -1;
+    for (size_t c = 0; c < NCLASSES; c++) {
+        s->cls[c] = class_table[c];
+        if (s->cls[c].bytes > s->o.max_chunk)
+            s->cls[c].weight = 0;
+        s->class_weights += s->cls[c].weight;
+        if (!class_alloc(&s->cls[c], &s->o))
+            return -1;
+    }
+    return 0;
+}
+
+static void
+print_setup(const soak_t *s)
+{
+    double arena = 0;
+    printf("soak: lmca %s, libaerospike %s; %s %s/%s, run %08x, seed %llu\n", lmca_version(),
+           lmca_aerospike_version(), s->o.hosts, s->o.ns, s->o.set, s->run,
+           (unsigned long long)s->o.seed);
+    printf("soak: %.0f s, reports every %.0f s, %u workers, %u batches in flight, %u keys, "
+           "ttl %lld\nsoak: buffers:",
+           s->o.duration_s, s->o.interval_s, s->o.workers, s->o.inflight, s->o.keyspace,
+           (long long)s->o.ttl);
+    for (size_t c = 0; c < NCLASSES; c++) {
+        if (s->cls[c].weight == 0)
+            continue;
+        arena += (double)s->cls[c].count * s->cls[c].bytes;
+        if (s->cls[c].bytes >= (1u << 20))
+            printf(" %zuMiB x%u", s->cls[c].bytes >> 20, s->cls[c].count);
+        else
+            printf(" %zuKiB x%u", s->cls[c].bytes >> 10, s->cls[c].count);
+    }
+    printf(" = %.1f MiB (the most bytes in flight)\n", arena / MIB);
+    fflush(stdout);
+}
+
+static void
+free_state(soak_t *s)
+{
+    for (size_t c = 0; c < NCLASSES; c++) {
+        free(s->cls[c].block);
+        free(s->cls[c].free);
+    }
+    free(s->keys);
+    free(s->slots);
+}
+
+/* ---------------------------------------------------------------------------
+ * The run.
+ */
+
+static void
+run(soak_t *s)
+{
+    double end, next_report, t;
+
+    s->start = s->last_report = now();
+    end = s->start + s->o.duration_s;
+    next_report = s->start + s->o.interval_s;
+    while ((t = now()) < end) {
+        double until = (next_report < end ? next_report : end) - t;
+        top_up(s);
+        wait_for_completions(s, (int)(until * 1000 < 200 ? until * 1000 : 200));
+        if ((t = now()) >= next_report) {
+            report(s, t);
+            next_report += s->o.interval_s;
+        }
+    }
+    if (now() - s->last_report > 0.05 * s->o.interval_s)
+        report(s, now()); /* the last, shorter interval */
+}
+
+/* Stops submitting and waits for every batch in flight; then shuts the pool
+   down and checks that every accepted batch completed exactly once. */
+static void
+finish(soak_t *s)
+{
+    double deadline = now() + DRAIN_TIMEOUT_S;
+    lmca_pool_stats_t ps;
+
+    if (s->waiting) {
+        s->waiting->state = SLOT_FREE; /* planned, never submitted: holds no buffer */
+        s->waiting = NULL;
+    }
+    while (s->inflight > 0 && now() < deadline)
+        wait_for_completions(s, 100);
+    s->never_completed = s->inflight;
+    if (s->inflight > 0)
+        printf("NEVER COMPLETED: %u batches still in flight %.0f s after the end\n",
+               s->inflight, DRAIN_TIMEOUT_S);
+    lmca_pool_shutdown(s->pool);
+    drain(s); /* what the shutdown canceled; the buffers are free after it */
+    lmca_pool_stats(s->pool, &ps);
+    if (ps.submitted != s->submitted || ps.completed != s->taken) {
+        printf("pool counted %llu submitted and %llu completed; this thread %llu and %llu\n",
+               (unsigned long long)ps.submitted, (unsigned long long)ps.completed,
+               (unsigned long long)s->submitted, (unsigned long long)s->taken);
+        s->unexpected++;
+    }
+    for (int i = 0; i < N_COUNT; i++)
+        s->total[i] += s->iv[i];
+}
+
+/* ---------------------------------------------------------------------------
+ * Summary and verdict.
+ */
+
+static void
+print_summary(const soak_t *s, const lmca_stats_t *es)
+{
+    const uint64_t *n = s->total;
+    lmca_pool_stats_t ps;
+
+    lmca_pool_stats(s->pool, &ps);
+
+    printf("summary: %llu batches (get %llu set %llu exists %llu prefix %llu delete %llu), "
+           "%.2f GB read, %.2f GB written\n",
+           (unsigned long long)s->taken, (unsigned long long)n[N_GET],
+           (unsigned long long)n[N_SET], (unsigned long long)n[N_EXISTS],
+           (unsigned long long)n[N_PREFIX], (unsigned long long)n[N_DELETE],
+           ps.bytes_read / 1e9, ps.bytes_written / 1e9);
+    printf("  keys: get hit %llu miss %llu wrong %llu; set stored %llu not %llu; "
+           "lookups found %llu absent %llu; delete removed %llu absent %llu\n",
+           (unsigned long long)n[N_HIT], (unsigned long long)n[N_MISS],
+           (unsigned long long)n[N_WRONG], (unsigned long long)n[N_STORED],
+           (unsigned long long)n[N_UNSTORED], (unsigned long long)n[N_FOUND],
+           (unsigned long long)n[N_ABSENT], (unsigned long long)n[N_REMOVED],
+           (unsigned long long)n[N_NOTHING]);
+    printf("  rss: warm-up %.1f MiB, max %.1f MiB, end %.1f MiB, growth %+.1f MiB "
+           "(allowed %.1f); after shutdown %.1f MiB\n",
+           s->rss_warm / MIB, s->rss_max / MIB, s->rss_end / MIB,
+           (s->rss_end - s->rss_warm) / MIB, s->o.max_rss_growth_mib, rss_bytes() / MIB);
+    printf("  errors: %llu", (unsigned long long)n[N_ERRORS]);
+    for (unsigned k = 0; k < ERR_KINDS; k++)
+        if (s->errors[k])
+            printf(" %s=%llu", k ? lmca_status_name(-(int)k) : "other",
+                   (unsigned long long)s->errors[k]);
+    printf("\n  engine: corrupt %llu torn %llu crc_mismatch %llu puts_aborted %llu "
+           "segments_removed %llu segments_left %llu\n",
+           (unsigned long long)es->corrupt, (unsigned long long)es->torn,
+           (unsigned long long)es->crc_mismatch, (unsigned long long)es->puts_aborted,
+           (unsigned long long)es->segments_removed, (unsigned long long)es->segments_left);
+    printf("  wrong bytes %llu, never completed %llu, unexpected completions %llu, "
+           "lost wakeups %llu\n",
+           (unsigned long long)n[N_WRONG], (unsigned long long)s->never_completed,
+           (unsigned long long)s->unexpected, (unsigned long long)s->lost_wakeups);
+}
+
+/* Adds a reason to fail; returns false so that callers can chain. */
+static bool
+fail(const char *why)
+{
+    printf("  FAIL: %s\n", why);
+    return false;
+}
+
+static bool
+verdict(const soak_t *s, const lmca_stats_t *es)
+{
+    bool ok = true;
+    uint64_t hard_errors = 0;
+
+    for (unsigned k = 0; k < ERR_KINDS; k++)
+        if (!(s->o.allow_errors && error_is_transient(k)))
+            hard_errors += s->errors[k];
+    if (s->total[N_WRONG])
+        ok = fail("GET hits returned wrong bytes");
+    if (s->never_completed || s->unexpected)
+        ok = fail("not every submitted batch completed exactly once");
+    if (s->lost_wakeups)
+        ok = fail("completions waited without the eventfd becoming readable");
+    if (hard_errors)
+        ok = fail(s->o.allow_errors ? "errors other than ETIMEOUT, ECONNECTION, EBUSY"
+                                    : "errors (--allow-errors tolerates transient ones)");
+    /* Only this engine writes the set and nothing damages records: a record that
+       fails validation means the engine wrote or read something it should not. */
+    if (es->corrupt || es->crc_mismatch)
+        ok = fail("the engine found corrupt records");
+    if ((s->rss_end - s->rss_warm) / MIB > s->o.max_rss_growth_mib)
+        ok = fail("RSS grew more than --max-rss-growth after the warm-up");
+    if (s->taken == 0)
+        ok = fail("no batch completed");
+    printf("verdict: %s\n", ok ? "PASS" : "FAIL");
+    return ok;
+}
+
+int
+main(int argc, char **argv)
+{
+    soak_t s = {0};
+    lmca_stats_t es = {0};
+    bool ok = false;
+
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines from the log callback stay whole */
+    if (parse_options(argc, argv, &s.o) != 0)
+        return 2;
+    s.run = (unsigned)splitmix64((uint64_t)time(NULL) << 20 ^ (uint64_t)getpid());
+    if (s.o.seed == 0)
+        s.o.seed = splitmix64(s.run ^ (uint64_t)now());
+    s.rng = splitmix64(s.o.seed) | 1;
+    if (alloc_state(&s) != 0)
+        printf("soak: out of memory for %.0f MiB of buffers\n", s.o.inflight_mib);
+    else if (s.class_weights == 0)
+        printf("soak: --max-chunk %zu leaves no chunk size\n", s.o.max_chunk);
+    else if (open_engine(&s) == 0) {
+        print_setup(&s);
+        run(&s);
+        finish(&s);
+        lmca_stats(s.h, &es);
+        print_summary(&s, &es);
+        ok = verdict(&s, &es);
+    }
+    lmca_pool_destroy(s.pool);
+    lmca_close(s.h);
+    free_state(&s);
+    printf("%d passed, %d failed\n", ok, !ok);
+    return ok ? 0 : 1;
+}
