@@ -3,7 +3,9 @@
 #   - Debian packages (compilers, OpenSSL, libyaml, zlib, valgrind);
 #   - libaerospike, built from the pinned official sources (scripts/deps.sh);
 #   - .venv: CPU-only torch and the pinned LMCache (requirements-lmcache.txt),
-#     pytest, and this package installed editable (which builds the extension).
+#     pytest, the official Aerospike Python client (the tests plant records with
+#     it, as another client would), and this package installed editable (which
+#     builds the extension).
 # Idempotent: installs only what is missing.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,6 +28,7 @@ if ! .venv/bin/python -c 'import torch, lmcache' 2>/dev/null; then
     # holds what it needs on a CPU, so it goes in without its own.
     pip_install --no-deps "lmcache==$(sed -n 's/^# *LMCACHE_PIN=//p' requirements-lmcache.txt)"
 fi
-.venv/bin/python -c 'import pytest' 2>/dev/null || pip_install 'pytest>=8,<10'
+.venv/bin/python -c 'import pytest, aerospike' 2>/dev/null ||
+    pip_install 'pytest>=8,<10' 'aerospike==19.3.0'
 pip_install -e .
 make -s all

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages a group of tasks needs, only when one is missing.
 #   build: what libaerospike and the engine compile against
-#   test:  what the test runs use besides those
+#   test:  what the test runs use besides those (clang and its runtimes for the
+#          libFuzzer harnesses)
 set -euo pipefail
 case "${1:-build}" in
 build) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config" ;;
-test) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config python3-venv" ;;
+test) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config python3-venv clang libclang-rt-14-dev" ;;
 *) echo "usage: $0 build|test" >&2; exit 2 ;;
 esac
 missing=""

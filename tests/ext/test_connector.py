@@ -1,10 +1,12 @@
 """lmcache_aerospike._native.Connector: the native-connector contract LMCache's
 NativeConnectorL2Adapter drives, buffer lifetimes, errors, and the blocking calls."""
 
+import logging
 import os
 import select
 import sys
 import threading
+import time
 import tracemalloc
 import uuid
 
@@ -12,6 +14,7 @@ import pytest
 
 from lmcache_aerospike import _native
 from tests.conftest import info
+from tests.ext.plant import planter  # noqa: F401 (fixture)
 
 MiB = 1 << 20
 
@@ -298,3 +301,98 @@ def test_the_extension_under_test_is_this_tree(connector):
     if want:
         assert _native.__file__.startswith(want), _native.__file__
     assert _native.Connector is type(connector)
+
+
+# ---------------------------------------------------------------------------
+# Defects of the hardening issue, each with the test that failed before.
+
+def test_engine_warnings_after_open_reach_the_logger(connector, planter, caplog):
+    """The handle kept a pointer to a log buffer on the constructor's stack, so
+    a line logged after open went nowhere good. Lines now go to a sink that
+    lives as long as the handle, from any thread, and reach `logging`."""
+    from tests.ext.plant import meta_bins
+    ks = keys(2, tag="corrupt")
+    for k in ks:
+        planter.put(k + "|m", meta_bins(b"12345678", changes={"nseg": 0}))
+    with caplog.at_level(logging.WARNING, logger="lmcache_aerospike"):
+        assert connector.get(ks[0], bytearray(8)) is None  # on this thread
+        _, ok, _, results = wait(connector, connector.submit_batch_get(ks[1:], [bytearray(8)]))
+    assert ok and results == [False]  # on a worker thread, flushed at drain
+    for k in ks:
+        assert f'record "{k}|m" is corrupt (bin nseg=0 is outside 1..65535)' in caplog.text
+
+
+def test_close_waits_for_blocking_calls_on_a_condition(connector, aerospike_hosts, fixture_only):
+    """close() used to poll for blocking calls in flight with sleeps; it now
+    waits on a condition. A call in flight finishes with its own result."""
+    k = keys(1)[0]
+    connector.put(k, b"x" * 100)
+    import aerospike
+    digest = aerospike.calc_digest("lmcache", "lmca_pytest", k + "|m").hex()
+    assert info(fixture_only, f"fixture-fault:kind=delay;ms=800;op=read;digest={digest}") == "ok"
+    got = []
+    reader = threading.Thread(target=lambda: got.append(connector.get(k, bytearray(100))))
+    reader.start()
+    time.sleep(0.2)  # the get is waiting on the server now
+    started = time.monotonic()
+    connector.close()
+    waited = time.monotonic() - started
+    reader.join()
+    info(fixture_only, "fixture-clear-faults")
+    assert got == [100]
+    assert waited > 0.3  # it did wait for the call
+    with pytest.raises(_native.CanceledError):
+        connector.get(k, bytearray(100))
+
+
+def test_async_set_passes_md_pin_and_tags(connector):
+    ks = keys(2)
+    mds = [bytearray(b"md-zero"), None]
+    fid = connector.submit_batch_set(ks, payloads([100, 5 * MiB]), mds=mds, pin=True,
+                                     serde="naive", ttl_class="corpus")
+    with pytest.raises(BufferError):  # held like the buffers until drained
+        mds[0].extend(b"!")
+    _, ok, error, results = wait(connector, fid)
+    assert ok and results == [True, True], error
+    mds[0].extend(b"!")  # released
+    first, second = connector.stat(ks[0]), connector.stat(ks[1])
+    assert first["md"] == b"md-zero" and second["md"] == b""
+    assert first["pin"] and second["pin"] and first["ttl"] == 2**32 - 1
+    assert first["serde"] == "naive" and second["ttl_class"] == "corpus"
+    with pytest.raises(_native.InvalidArgumentError, match="2 keys but 1 md blobs"):
+        connector.submit_batch_set(ks, payloads([1, 1]), mds=[b"x"])
+
+
+def test_a_single_string_is_not_a_list_of_keys(connector):
+    """prefix("abc") used to look up the keys "a", "b" and "c"."""
+    for call in (connector.prefix, connector.submit_batch_prefix, connector.submit_batch_exists):
+        with pytest.raises(_native.InvalidArgumentError, match="not a single str"):
+            call("abc")
+    assert connector.drain_completions() == []
+
+
+def test_empty_payloads_are_chunks_on_both_surfaces(connector):
+    """put stored an empty payload that submit_batch_set refused."""
+    ks = keys(2)
+    connector.put(ks[0], b"")
+    _, ok, _, results = wait(connector, connector.submit_batch_set(ks[1:], [bytearray()]))
+    assert ok and results == [True]
+    _, ok, _, results = wait(connector, connector.submit_batch_get(ks, [bytearray(), bytearray()]))
+    assert ok and results == [True, True]
+    assert connector.get(ks[1], bytearray()) == 0
+
+
+def test_server_full_is_a_capacity_error_naming_the_limits(connector, fixture_only):
+    """Result 8 (stop-writes) was reported as busy, retry with backoff."""
+    assert info(fixture_only, "fixture-fault:kind=result;code=8;op=write") == "ok"
+    try:
+        with pytest.raises(_native.ServerFullError) as e:
+            connector.put(keys(1)[0], b"x" * 100)
+        _, ok, error, _ = wait(connector, connector.submit_batch_set(keys(1), payloads([100])))
+    finally:
+        info(fixture_only, "fixture-clear-faults")
+    assert not isinstance(e.value, _native.BusyError)
+    assert e.value.name == "EFULL" and e.value.as_code == 8
+    assert 'namespace "lmcache" is full' in str(e.value)
+    assert "storage-engine.stop-writes-used-pct=70" in str(e.value)
+    assert not ok and error.startswith("EFULL: ")
