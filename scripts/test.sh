@@ -2,6 +2,7 @@
 # Runs every test and closes with one summary line:
 #   - the C tests (tests/c), built plainly and under ASan+UBSan, and the
 #     asynchronous layer's tests under TSan;
+#   - the libFuzzer harnesses (tests/fuzz), FUZZ_SECONDS (default 60) each;
 #   - pytest (tests/), when pytest is installed (scripts/bootstrap.sh installs it).
 # The C tests talk to AEROSPIKE_TEST_HOSTS when it is set (a real server set up as
 # tests/aerospike-test.conf says); otherwise to the protocol test server
@@ -62,6 +63,11 @@ for t in build/tests/test_* build/asan/tests/test_* build/tsan/tests/test_pool*;
     "$t" 2>&1 | tee "$tmp/out"
     tally "$tmp/out" "$t"
 done
+
+# The decoders of server data under libFuzzer, FUZZ_SECONDS (default 60) each.
+echo "== fuzz: ${FUZZ_SECONDS:-60} s per target"
+tests/fuzz/run.sh 2>&1 | tee "$tmp/out"
+tally "$tmp/out" tests/fuzz/run.sh
 
 # Runs pytest (arguments after the label) and adds its summary to the tally; a
 # non-zero exit with no failed test (a sanitizer's report) counts as a failure.

@@ -386,6 +386,38 @@ check_meta(const fuzz_case *fc, const lmca__meta_reader *r, const lmca__read *pa
     check_accepted_sizes(m, &fc->meta_payload, pay);
 }
 
+/* The writer and the readers agree on the layout: what lmca__meta_bins writes
+   for an accepted record reads back as the same record. */
+static void
+check_meta_round_trip(const lmca_meta_t *m)
+{
+    lmca__bin bins[LMCA__META_BINS];
+    lmca_put_opts_t opts = {.md = m->md, .md_len = m->md ? m->md_len : 0,
+                            .serde = m->serde[0] ? m->serde : NULL,
+                            .ttl_class = m->ttl_class[0] ? m->ttl_class : NULL, .pin = m->pin};
+    unsigned n = lmca__meta_bins(bins, m, NULL, &opts); /* "b" is routed, never read */
+    lmca__meta_reader r;
+    lmca__read pay = {0};
+    lmca_meta_t back;
+
+    CHECK(n <= LMCA__META_BINS);
+    lmca__meta_begin(&r, &back, true);
+    for (unsigned i = 0; i < n; i++) {
+        if (strcmp(bins[i].name, "b") == 0)
+            pay.found = true, pay.blob = bins[i].type == LMCA__BLOB, pay.len = bins[i].len;
+        else
+            lmca__meta_bin(&r, &bins[i]);
+    }
+    CHECK(lmca__meta_verdict(&r, &pay) == LMCA_OK);
+    CHECK(back.nseg == m->nseg && back.seg_b == m->seg_b && back.tot_b == m->tot_b &&
+          back.wid == m->wid && back.pin == m->pin && back.has_crc32 == m->has_crc32 &&
+          back.crc32 == m->crc32);
+    CHECK(strcmp(back.serde, m->serde) == 0 && strcmp(back.ttl_class, m->ttl_class) == 0);
+    CHECK(back.md_len == opts.md_len);
+    CHECK(opts.md_len == 0 || memcmp(back.md, m->md, opts.md_len) == 0);
+    lmca_meta_clear(&back);
+}
+
 static uint64_t
 meta_tot_b(void *udata)
 {
@@ -409,6 +441,8 @@ decode_meta(const fuzz_case *fc, bool want_md, lmca_meta_t *m)
     rc = lmca__meta_verdict(&r, ps->asked ? &pay : NULL);
     TRACE("meta want_md=%d: %s %s\n", want_md, lmca_status_name(rc), r.why);
     check_meta(fc, &r, &pay, rc);
+    if (rc == LMCA_OK)
+        check_meta_round_trip(m);
     return rc;
 }
 
@@ -516,6 +550,29 @@ check_segment_rc(const fuzz_case *fc, const seg_ctx *s, const lmca__read *rd, st
     CHECK(counted(h) == (rc == LMCA_MISS ? 1u : 0u)); /* every miss is counted once */
 }
 
+/* What lmca__segment_bins writes for segment `index` reads back as whole. */
+static void
+check_segment_round_trip(const lmca_meta_t *meta, uint32_t index)
+{
+    size_t want = (size_t)lmca_segment_len(meta, index);
+    lmca__read rd = {.dst = segment_dst(want), .cap = want, .result = LMCA_OK};
+    bool crc = want <= 64 * 1024; /* CRCs of MiB segments in every run would slow it down */
+    lmca__bin bins[LMCA__SEGMENT_BINS];
+    unsigned n = lmca__segment_bins(bins, meta, rd.dst, want, crc);
+    lmca__seg_reader r = {0};
+    struct lmca h;
+
+    CHECK(n <= LMCA__SEGMENT_BINS);
+    memset(&h, 0, sizeof h);
+    for (unsigned i = 0; i < n; i++) {
+        if (strcmp(bins[i].name, "b") == 0)
+            rd.found = true, rd.blob = bins[i].type == LMCA__BLOB, rd.len = bins[i].len;
+        else
+            lmca__segment_bin(&r, &bins[i]);
+    }
+    CHECK(lmca__segment_result(&h, "fuzz|s|0", meta, index, &r, &rd) == LMCA_OK);
+}
+
 /* Judges the input as segment `index` of `meta`, a meta record that passed. */
 static void
 check_segment(const fuzz_case *fc, const lmca_meta_t *meta)
@@ -536,6 +593,7 @@ check_segment(const fuzz_case *fc, const lmca_meta_t *meta)
     TRACE("segment %u of %u (%zu bytes): %s %s\n", s.index, meta->nseg, rd.cap,
           lmca_status_name(rc), s.r.why);
     check_segment_rc(fc, &s, &rd, &h, rc);
+    check_segment_round_trip(meta, s.index);
 }
 
 /* The meta record segments are judged against: the decoded one when it passed

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Runs Aerospike servers on loopback for the real-server tests: one node, or a
+# three-node cluster (mesh heartbeat on 127.0.0.1, access-address 127.0.0.1,
+# distinct ports per node). It runs a server binary you already have; it builds
+# nothing (see README, "Testing against a real server").
+#
+#   ASD=/path/to/asd scripts/aerospike-loopback.sh ACTION NODE
+#
+#   ACTION  start (waits until the node serves), stop (SIGTERM, waits for
+#           exit), kill (SIGKILL), pause (SIGSTOP), resume (SIGCONT), status
+#   NODE    single (port 3000) or 0, 1, 2 (ports 3100, 3110, 3120)
+#
+# Configs, logs and pid files live in $AEROSPIKE_LOOPBACK_DIR (default
+# /tmp/aerospike-loopback). The namespaces are those of tests/aerospike-test.conf;
+# the cluster's have replication-factor 2. The tests call this script through
+# AEROSPIKE_TEST_CTL (README).
+set -euo pipefail
+action=${1:-}
+node=${2:-}
+top=$(cd "$(dirname "$0")/.." && pwd)
+dir=${AEROSPIKE_LOOPBACK_DIR:-/tmp/aerospike-loopback}/node-$node
+
+case "$node" in
+single) port=3000 rf=1 ;;
+0 | 1 | 2) port=$((3100 + 10 * node)) rf=2 ;;
+*) echo "usage: $0 start|stop|kill|pause|resume|status single|0|1|2" >&2; exit 2 ;;
+esac
+
+# One node's config: service, fabric, heartbeat and admin on consecutive ports.
+write_config() {
+    local seeds=""
+    if [ "$node" != single ]; then
+        for n in 0 1 2; do
+            seeds="$seeds        mesh-seed-address-port 127.0.0.1 $((3102 + 10 * n))"$'\n'
+        done
+    fi
+    mkdir -p "$dir/work/smd" "$dir/work/usr/udf/lua"
+    cat >"$dir/aerospike.conf" <<EOF
+service {
+    cluster-name lmca-loopback
+    proto-fd-max 1024
+    node-id a$((${node/single/9} + 1))
+    work-directory $dir/work
+    pidfile $dir/asd.pid
+}
+mod-lua {
+    user-path $dir/work/usr/udf/lua
+}
+logging {
+    file $dir/aerospike.log {
+        context any info
+    }
+}
+network {
+    service {
+        address 127.0.0.1
+        port $port
+        access-address 127.0.0.1
+    }
+    fabric {
+        address 127.0.0.1
+        port $((port + 1))
+    }
+    heartbeat {
+        mode mesh
+        address 127.0.0.1
+        port $((port + 2))
+$seeds        interval 150
+        timeout 10
+    }
+    admin {
+        address 127.0.0.1
+        port $((port + 3))
+    }
+}
+namespace lmcache {
+    replication-factor $rf
+    max-record-size 8M
+    nsup-period 1
+    default-ttl 0
+    storage-engine memory {
+        data-size 2G
+    }
+}
+namespace small {
+    replication-factor $rf
+    max-record-size 1M
+    nsup-period 1
+    default-ttl 0
+    storage-engine memory {
+        data-size 1G
+    }
+}
+EOF
+}
+
+pid() {
+    local p
+    p=$(cat "$dir/asd.pid" 2>/dev/null || true)
+    [ -n "$p" ] && kill -0 "$p" 2>/dev/null && grep -q "$dir/aerospike.conf" "/proc/$p/cmdline" &&
+        echo "$p"
+    return 0
+}
+
+# Ready: the node answers and has a partition map (partition-generation != -1).
+ready() {
+    (cd "$top" && python3 -c "
+import sys
+from tests.conftest import info
+sys.exit(0 if info('127.0.0.1:$port', 'partition-generation') not in ('', '-1') else 1)
+") 2>/dev/null
+}
+
+case "$action" in
+start)
+    [ -n "$(pid)" ] && exit 0
+    [ -x "${ASD:-}" ] || { echo "$0: set ASD to the path of an asd binary" >&2; exit 1; }
+    write_config
+    setsid "$ASD" --foreground --config-file "$dir/aerospike.conf" >"$dir/console.log" 2>&1 \
+        </dev/null &
+    launched=$!
+    for _ in $(seq 600); do
+        if [ -n "$(pid)" ] && ready; then exit 0; fi
+        kill -0 "$launched" 2>/dev/null || break # it exited: the log says why
+        sleep 0.1
+    done
+    echo "$0: node $node did not become ready; see $dir/aerospike.log" >&2
+    exit 1
+    ;;
+stop)
+    p=$(pid)
+    [ -z "$p" ] && exit 0
+    kill -CONT "$p" 2>/dev/null || true # a paused node cannot act on SIGTERM
+    kill -TERM "$p"
+    while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
+    ;;
+kill | pause | resume)
+    p=$(pid)
+    [ -z "$p" ] && exit 0
+    sig=$(case "$action" in kill) echo KILL ;; pause) echo STOP ;; resume) echo CONT ;; esac)
+    kill -"$sig" "$p"
+    if [ "$action" = kill ]; then
+        while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
+    fi
+    ;;
+status)
+    p=$(pid)
+    echo "node $node: ${p:-not running} (port $port)"
+    ;;
+*)
+    echo "usage: $0 start|stop|kill|pause|resume|status single|0|1|2" >&2
+    exit 2
+    ;;
+esac
