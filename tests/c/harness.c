@@ -103,6 +103,31 @@ th_hosts(void)
 
 static void direct_connect(aerospike *as);
 
+/* The value of an info answer ("cmd\tvalue\n"), into `out`. */
+static void
+info_value(char *out, size_t cap, const char *res)
+{
+    const char *tab = strchr(res, '\t');
+    snprintf(out, cap, "%s", tab ? tab + 1 : res);
+    size_t n = strlen(out);
+    while (n > 0 && out[n - 1] == '\n')
+        out[--n] = '\0';
+}
+
+/* set-config goes to every node of a cluster; answers that differ are named. */
+static bool
+each_node(const as_error *e, const as_node *node, const char *req, char *res, void *udata)
+{
+    char *value = udata, mine[200];
+    (void)e, (void)req;
+    info_value(mine, sizeof mine, res ? res : "ERROR:no answer");
+    if (value[0] == '\0')
+        snprintf(value, 256, "%s", mine);
+    else if (strcmp(value, mine) != 0)
+        snprintf(value, 256, "ERROR: node %s answered %s", node->name, mine);
+    return true;
+}
+
 const char *
 th_info(const char *cmd)
 {
@@ -113,12 +138,11 @@ th_info(const char *cmd)
 
     direct_connect(&as);
     value[0] = '\0';
-    if (aerospike_info_any(&as, &e, NULL, cmd, &res) == AEROSPIKE_OK && res != NULL) {
-        const char *tab = strchr(res, '\t');
-        snprintf(value, sizeof value, "%s", tab ? tab + 1 : res);
-        size_t n = strlen(value);
-        while (n > 0 && value[n - 1] == '\n')
-            value[--n] = '\0';
+    if (strncmp(cmd, "set-config:", 11) == 0) {
+        if (aerospike_info_foreach(&as, &e, NULL, cmd, each_node, value) != AEROSPIKE_OK)
+            snprintf(value, sizeof value, "ERROR:%d:%s", (int)e.code, e.message);
+    } else if (aerospike_info_any(&as, &e, NULL, cmd, &res) == AEROSPIKE_OK && res != NULL) {
+        info_value(value, sizeof value, res);
     } else {
         snprintf(value, sizeof value, "ERROR:%d:%s", (int)e.code, e.message);
     }

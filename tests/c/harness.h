@@ -80,7 +80,8 @@ bool th_is_fixture(void);
    (fault injection, a namespace only the test server has). */
 void th_need_fixture(const char *what);
 
-/* Sends an info command to the server; returns the value part (static buffer). */
+/* Sends an info command to the server (set-config: to every node of a cluster);
+   returns the value part (static buffer). */
 const char *th_info(const char *cmd);
 
 /* A config for namespace `ns` on the hosts under test, with a log collector. */
