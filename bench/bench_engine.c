@@ -3,7 +3,7 @@
  * measured side by side in one run (a benchmark, not a test).
  *
  *   bench_engine [-h hosts] [-n namespace] [-s bytes] [-c count] [-t threads]
- *                [-m chunk|batch|all]
+ *                [-m chunk|batch|prefix|all]
  *
  * Modes (default all):
  *   chunk  lmca_put / lmca_get of `count` chunks of `bytes` per thread, against
@@ -13,6 +13,9 @@
  *          the raw baseline then writes the same segment records the engine does.
  *   batch  reading `count` records of each size in a sweep, as one batch read
  *          versus one get after another, to place batch_threshold_bytes.
+ *   prefix lmca_prefix (a batch read of the meta records' small bins, each one
+ *          validated) against a header-only batch read of the same records
+ *          (what "a meta record exists" would cost), for 16 and 256 keys.
  * Prints GB/s (1e9 bytes per second) and the engine/raw ratios.
  */
 #include <pthread.h>
@@ -314,6 +317,90 @@ batch_mode(const opts_t *o)
     aerospike_destroy(&as);
 }
 
+/* ---------------------------------------------------------------------------
+ * prefix mode
+ */
+
+/* Seconds for one header-only batch read of `n` meta records. */
+static double
+header_only(aerospike *as, const char *ns, char **mkeys, int n)
+{
+    as_batch_records recs;
+    as_error e;
+    double t0 = now();
+
+    as_batch_records_init(&recs, (uint32_t)n);
+    for (int i = 0; i < n; i++) {
+        as_batch_read_record *r = as_batch_read_reserve(&recs);
+        as_key_init_str(&r->key, ns, "bench", mkeys[i]);
+    }
+    if (aerospike_batch_read(as, &e, NULL, &recs) != AEROSPIKE_OK)
+        die("header-only batch read", e.message);
+    as_batch_records_destroy(&recs);
+    return now() - t0;
+}
+
+static void
+prefix_mode(const opts_t *o)
+{
+    static const int counts[] = {16, 256};
+    uint8_t md[120], byte = 1;
+    lmca_put_opts_t po = {.md = md, .md_len = sizeof md, .serde = "naive"};
+    lmca_config_t cfg;
+    lmca_err_t err = {0};
+    lmca_t *h;
+    as_config ac;
+    aerospike as;
+    as_error e;
+
+    lmca_config_init(&cfg);
+    cfg.hosts = o->hosts, cfg.namespace_ = o->ns, cfg.set = "bench";
+    if (lmca_open(&cfg, &h, &err) != LMCA_OK)
+        die("lmca_open", err.msg);
+    as_config_init(&ac);
+    as_config_add_hosts(&ac, o->hosts, 3000);
+    aerospike_init(&as, &ac);
+    if (aerospike_connect(&as, &e) != AEROSPIKE_OK)
+        die("aerospike_connect", e.message);
+    memset(md, 3, sizeof md);
+    printf("prefix lookups (one-byte chunks with a %zu-byte md), best of 5 rounds of 100\n",
+           sizeof md);
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        int n = counts[c];
+        char **keys = malloc(n * sizeof *keys), **mkeys = malloc(n * sizeof *mkeys);
+        double best_e = 1e9, best_h = 1e9;
+        size_t count;
+        for (int i = 0; i < n; i++) {
+            keys[i] = malloc(64), mkeys[i] = malloc(64);
+            snprintf(keys[i], 64, "prefix-%d-%d", n, i);
+            snprintf(mkeys[i], 64, "%s|m", keys[i]);
+            if (lmca_put(h, keys[i], &byte, 1, &po, &err) != LMCA_OK)
+                die("put", err.msg);
+        }
+        for (int r = 0; r < 5; r++) {
+            double t0 = now(), th = 0;
+            for (int k = 0; k < 100; k++)
+                if (lmca_prefix(h, (const char *const *)keys, n, &count, NULL, &err) != LMCA_OK ||
+                    count != (size_t)n)
+                    die("prefix", err.msg);
+            double te = (now() - t0) / 100;
+            for (int k = 0; k < 100; k++)
+                th += header_only(&as, o->ns, mkeys, n);
+            best_e = te < best_e ? te : best_e;
+            best_h = th / 100 < best_h ? th / 100 : best_h;
+        }
+        printf("  %3d keys: engine %.0f us, header-only %.0f us, engine/header-only %.2f\n", n,
+               best_e * 1e6, best_h * 1e6, best_e / best_h);
+        for (int i = 0; i < n; i++)
+            free(keys[i]), free(mkeys[i]);
+        free(keys);
+        free(mkeys);
+    }
+    aerospike_close(&as, &e);
+    aerospike_destroy(&as);
+    lmca_close(h);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -329,7 +416,7 @@ main(int argc, char **argv)
         case 't': o.threads = atoi(optarg); break;
         case 'm': o.mode = optarg; break;
         default:
-            fprintf(stderr, "usage: %s [-h hosts] [-n ns] [-s bytes] [-c count] [-t threads] [-m chunk|batch|all]\n",
+            fprintf(stderr, "usage: %s [-h hosts] [-n ns] [-s bytes] [-c count] [-t threads] [-m chunk|batch|prefix|all]\n",
                     argv[0]);
             return 2;
         }
@@ -339,9 +426,12 @@ main(int argc, char **argv)
     if (o.threads < 1 || o.threads > 64 || o.count < 1)
         die("options", "threads must be 1..64 and count >= 1");
     printf("lmca %s, libaerospike %s\n", lmca_version(), lmca_aerospike_version());
-    if (strcmp(o.mode, "batch") != 0)
+    bool all = strcmp(o.mode, "all") == 0;
+    if (all || strcmp(o.mode, "chunk") == 0)
         chunk_mode(&o);
-    if (strcmp(o.mode, "chunk") != 0)
+    if (all || strcmp(o.mode, "batch") == 0)
         batch_mode(&o);
+    if (all || strcmp(o.mode, "prefix") == 0)
+        prefix_mode(&o);
     return 0;
 }

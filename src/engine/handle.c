@@ -182,7 +182,7 @@ lmca_remove(lmca_t *h, const char *key, lmca_err_t *err)
     char mkey[LMCA__RECKEY_SIZE], **skeys;
     lmca_meta_t meta;
     size_t removed = 0, failed = 0;
-    int rc = lmca__read_small(h, key, &meta, false, err);
+    int rc = lmca__read_small(h, key, &meta, LMCA__PRESENCE, err);
 
     if (rc == LMCA_OK || rc == LMCA_MISS) {
         /* Meta first, so readers miss at once; a meta record that is not a
@@ -231,7 +231,7 @@ lmca_touch(lmca_t *h, const char *key, bool pin, lmca_err_t *err)
     lmca__bin pin_bin = {.name = "pin", .type = LMCA__INT, .i = pin};
     lmca_meta_t meta;
     uint32_t ttl = lmca__ttl(h, pin);
-    int rc = lmca__read_small(h, key, &meta, false, err);
+    int rc = lmca__read_small(h, key, &meta, LMCA__PRESENCE, err);
 
     /* Segments before the meta record, so they never expire before it. */
     if (rc == LMCA_OK && meta.nseg > 1)

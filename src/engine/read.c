@@ -56,32 +56,34 @@ meta_done(lmca_t *h, const char *key, const char *mkey, lmca__meta_reader *r,
  */
 
 int
-lmca__read_small(lmca_t *h, const char *key, lmca_meta_t *meta, bool want_md, lmca_err_t *err)
+lmca__read_small(lmca_t *h, const char *key, lmca_meta_t *meta, unsigned flags, lmca_err_t *err)
 {
     char mkey[LMCA__RECKEY_SIZE];
     lmca__meta_reader r;
     lmca__read rd = {.cb = lmca__meta_bin, .udata = &r};
     int rc;
 
-    lmca__meta_begin(&r, meta, want_md);
+    lmca__meta_begin(&r, meta, flags);
     if ((rc = lmca__check_key(key, err)) != LMCA_OK)
         return rc;
     lmca__meta_key(mkey, key);
-    lmca__wire_read(h->wire, mkey, lmca__small_names, NULL, &rd, err);
+    lmca__wire_read(h->wire, mkey,
+                    flags & LMCA__PRESENCE ? lmca__presence_names : lmca__small_names, NULL,
+                    &rd, err);
     return meta_done(h, key, mkey, &r, &rd, false, err);
 }
 
 int
 lmca_stat(lmca_t *h, const char *key, lmca_meta_t *meta, lmca_err_t *err)
 {
-    return lmca__read_small(h, key, meta, true, err);
+    return lmca__read_small(h, key, meta, LMCA__WANT_MD, err);
 }
 
 int
 lmca_exists(lmca_t *h, const char *key, lmca_err_t *err)
 {
     lmca_meta_t meta;
-    return lmca__read_small(h, key, &meta, false, err);
+    return lmca__read_small(h, key, &meta, LMCA__PRESENCE, err);
 }
 
 /* Looks up keys [0, n) in one batch call and sets found[i]. */
@@ -96,11 +98,11 @@ prefix_group(lmca_t *h, const char *const *keys, size_t n, uint8_t *found, lmca_
         return LMCA_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         lmca__meta_key(mkeys[i], keys[i]);
-        lmca__meta_begin(&b.readers[i], &b.metas[i], false);
+        lmca__meta_begin(&b.readers[i], &b.metas[i], LMCA__PRESENCE);
         b.rds[i] = (lmca__read){.cb = lmca__meta_bin, .udata = &b.readers[i]};
     }
-    rc = lmca__wire_read_many(h->wire, (const char *const *)mkeys, n, lmca__small_names, NULL,
-                              b.rds, err);
+    rc = lmca__wire_read_many(h->wire, (const char *const *)mkeys, n, lmca__presence_names,
+                              NULL, b.rds, err);
     for (size_t i = 0; rc == LMCA_OK && i < n; i++)
         found[i] = lmca__meta_result(h, mkeys[i], &b.readers[i], &b.rds[i], false) == LMCA_OK;
     free(mkeys);
@@ -164,7 +166,7 @@ lmca_get_begin(lmca_t *h, lmca_get_t *g, lmca_err_t *err)
     lmca__read rd = {.dst = g->buf, .cap = g->buf ? g->cap : 0, .cb = lmca__meta_bin, .udata = &r};
     int rc;
 
-    lmca__meta_begin(&r, &g->meta, g->want_md);
+    lmca__meta_begin(&r, &g->meta, g->want_md ? LMCA__WANT_MD : 0);
     if ((rc = check_get(g, err)) != LMCA_OK)
         return rc;
     lmca__meta_key(mkey, g->key);
@@ -187,7 +189,7 @@ begin_group(lmca_t *h, lmca_get_t *gs, size_t n, int *results, lmca_err_t *err)
     }
     for (size_t i = 0; i < n; i++) {
         lmca__meta_key(mkeys[i], gs[i].key);
-        lmca__meta_begin(&b.readers[i], &gs[i].meta, gs[i].want_md);
+        lmca__meta_begin(&b.readers[i], &gs[i].meta, gs[i].want_md ? LMCA__WANT_MD : 0);
         b.rds[i] = (lmca__read){.dst = gs[i].buf, .cap = gs[i].buf ? gs[i].cap : 0,
                                 .cb = lmca__meta_bin, .udata = &b.readers[i]};
     }

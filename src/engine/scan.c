@@ -45,7 +45,7 @@ judge(const lmca__scanned *s, lmca_meta_t *meta, uint64_t *wid)
     *wid = 0;
     if (has_bin(s, "state")) {
         lmca__meta_reader r;
-        lmca__meta_begin(&r, meta, false);
+        lmca__meta_begin(&r, meta, 0);
         for (unsigned i = 0; i < s->nbins; i++)
             lmca__meta_bin(&r, &s->bins[i]);
         meta->ttl = s->ttl;

@@ -80,29 +80,34 @@ enum { B_VER, B_STATE, B_NSEG, B_SEG_B, B_TOT_B, B_WID, B_CREATED, B_PIN,
 
 /* Every small bin, with the type and range a valid record holds. Ranges are the
    engine's own bounds: no record exceeds 8 MiB, no chunk 65535 segments. */
+typedef enum { OPTIONAL, REQUIRED, CORE } need; /* CORE: required, and read for presence */
+
 static const struct field {
     const char *name;
     lmca__type type;
     int64_t min, max; /* INT: the value; STR and BLOB: the length */
-    bool required;
+    need need;
 } fields[B_COUNT] = {
-    [B_VER] = {"ver", LMCA__INT, 1, 255, true},
-    [B_STATE] = {"state", LMCA__STR, 1, LMCA__STATE_MAX, true},
-    [B_NSEG] = {"nseg", LMCA__INT, 1, LMCA_MAX_SEGMENTS, true},
-    [B_SEG_B] = {"seg_b", LMCA__INT, 0, LMCA_BLOCK_7_1, true},
-    [B_TOT_B] = {"tot_b", LMCA__INT, 0, (int64_t)LMCA_MAX_SEGMENTS * LMCA_BLOCK_7_1, true},
-    [B_WID] = {"wid", LMCA__INT, INT64_MIN, INT64_MAX, true},
-    [B_CREATED] = {"created_at", LMCA__INT, INT64_MIN, INT64_MAX, true},
-    [B_PIN] = {"pin", LMCA__INT, 0, 1, true},
-    [B_CRC32] = {"crc32", LMCA__INT, 0, UINT32_MAX, false},
-    [B_SERDE] = {"serde", LMCA__STR, 0, LMCA_TAG_MAX, false},
-    [B_TTL_CLASS] = {"ttl_class", LMCA__STR, 0, LMCA_TAG_MAX, false},
-    [B_MD] = {"md", LMCA__BLOB, 1, LMCA_MD_MAX, false},
+    [B_VER] = {"ver", LMCA__INT, 1, 255, CORE},
+    [B_STATE] = {"state", LMCA__STR, 1, LMCA__STATE_MAX, CORE},
+    [B_NSEG] = {"nseg", LMCA__INT, 1, LMCA_MAX_SEGMENTS, CORE},
+    [B_SEG_B] = {"seg_b", LMCA__INT, 0, LMCA_BLOCK_7_1, CORE},
+    [B_TOT_B] = {"tot_b", LMCA__INT, 0, (int64_t)LMCA_MAX_SEGMENTS * LMCA_BLOCK_7_1, CORE},
+    [B_WID] = {"wid", LMCA__INT, INT64_MIN, INT64_MAX, CORE},
+    [B_CREATED] = {"created_at", LMCA__INT, INT64_MIN, INT64_MAX, REQUIRED},
+    [B_PIN] = {"pin", LMCA__INT, 0, 1, REQUIRED},
+    [B_CRC32] = {"crc32", LMCA__INT, 0, UINT32_MAX, OPTIONAL},
+    [B_SERDE] = {"serde", LMCA__STR, 0, LMCA_TAG_MAX, OPTIONAL},
+    [B_TTL_CLASS] = {"ttl_class", LMCA__STR, 0, LMCA_TAG_MAX, OPTIONAL},
+    [B_MD] = {"md", LMCA__BLOB, 1, LMCA_MD_MAX, OPTIONAL},
 };
 
 const char *const lmca__small_names[] = {"ver", "state", "nseg", "seg_b", "tot_b", "wid",
                                          "created_at", "pin", "crc32", "serde", "ttl_class",
                                          "md", NULL};
+
+const char *const lmca__presence_names[] = {"ver", "state", "nseg", "seg_b", "tot_b", "wid",
+                                            NULL};
 
 static const char *const type_names[] = {"?", "integer", "string", "blob", "other type"};
 
@@ -123,10 +128,10 @@ field_of(const char *name)
 }
 
 void
-lmca__meta_begin(lmca__meta_reader *r, lmca_meta_t *m, bool want_md)
+lmca__meta_begin(lmca__meta_reader *r, lmca_meta_t *m, unsigned flags)
 {
     memset(m, 0, sizeof *m);
-    *r = (lmca__meta_reader){.m = m, .want_md = want_md};
+    *r = (lmca__meta_reader){.m = m, .flags = flags};
 }
 
 /* Checks a bin against its field; true when its value may be used. */
@@ -161,7 +166,7 @@ static void
 take_md(lmca__meta_reader *r, const lmca__bin *b)
 {
     r->m->md_len = b->len;
-    if (!r->want_md)
+    if (!(r->flags & LMCA__WANT_MD))
         return;
     if ((r->m->md = lmca__malloc(b->len)) == NULL)
         r->nomem = true;
@@ -255,8 +260,9 @@ lmca__meta_verdict(lmca__meta_reader *r, const lmca__read *payload)
 {
     int rc = LMCA_MISS;
 
+    need needed = r->flags & LMCA__PRESENCE ? CORE : REQUIRED;
     for (int f = 0; f < B_COUNT && r->why[0] == '\0'; f++)
-        if (fields[f].required && !(r->seen & (1u << f)))
+        if (fields[f].need >= needed && !(r->seen & (1u << f)))
             LMCA__WHY(r, "bin %s is missing", fields[f].name);
     if (r->why[0] == '\0' && r->m->ver != LMCA_SCHEMA_VERSION)
         LMCA__WHY(r, "schema version %u, this engine reads %d", r->m->ver, LMCA_SCHEMA_VERSION);

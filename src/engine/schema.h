@@ -28,17 +28,28 @@
 uint32_t lmca__crc32(const void *p, size_t n);
 
 /* Every small bin of the schema (all but the payload b), NULL-terminated: what
-   stat, prefix and scans read, so they never move a payload. Segment records
-   hold wid (and crc32), so a scan selecting these sees them too. */
+   stat and scans read, so they never move a payload. Segment records hold wid
+   (and crc32), so a scan selecting these sees them too. */
 extern const char *const lmca__small_names[];
+
+/* The bins that make a chunk present (ver state nseg seg_b tot_b wid): what
+   exists, prefix, remove and touch read. Half the small bins, a third of the
+   cost of a 256-key lookup (DESIGN.md, "Present"). */
+extern const char *const lmca__presence_names[];
 
 /* ---------------------------------------------------------------------------
  * Meta records.
  */
 
+/* What a meta read asks for (lmca__meta_begin flags). */
+enum {
+    LMCA__WANT_MD = 1,  /* copy md into m->md */
+    LMCA__PRESENCE = 2  /* only lmca__presence_names were read: judge those */
+};
+
 typedef struct lmca__meta_reader {
     lmca_meta_t *m;
-    bool want_md;   /* copy md into m->md */
+    unsigned flags; /* LMCA__WANT_MD, LMCA__PRESENCE */
     unsigned seen;  /* one bit per schema bin seen */
     bool ready;     /* state == "ready" */
     bool nomem;     /* copying md failed */
@@ -46,7 +57,7 @@ typedef struct lmca__meta_reader {
 } lmca__meta_reader;
 
 /* Starts decoding into `m` (zeroed). */
-void lmca__meta_begin(lmca__meta_reader *r, lmca_meta_t *m, bool want_md);
+void lmca__meta_begin(lmca__meta_reader *r, lmca_meta_t *m, unsigned flags);
 /* Takes one bin (an lmca__bin_cb). */
 void lmca__meta_bin(void *udata, const lmca__bin *b);
 
@@ -65,9 +76,10 @@ int lmca__meta_verdict(lmca__meta_reader *r, const lmca__read *payload);
 int lmca__meta_result(lmca_t *h, const char *mkey, lmca__meta_reader *r, const lmca__read *rd,
                       bool with_payload);
 
-/* Reads the small bins of `key`'s meta record and judges them (read.c): the
-   one rule for "present", shared by stat, exists, prefix, remove and touch. */
-int lmca__read_small(lmca_t *h, const char *key, lmca_meta_t *meta, bool want_md,
+/* Reads the small bins of `key`'s meta record and judges them (read.c): with
+   LMCA__PRESENCE, the one rule for "present" that exists, prefix, remove and
+   touch share; else every small bin, for stat. */
+int lmca__read_small(lmca_t *h, const char *key, lmca_meta_t *meta, unsigned flags,
                      lmca_err_t *err);
 
 /* Fills `bins` (LMCA__META_BINS long) for the meta record publishing `m`;

@@ -18,11 +18,16 @@
 #define CANARY 0xA5
 #define SLACK 4096 /* canary bytes after every buffer */
 
-/* What a case is: its meta record's small bins are bad (every path misses);
-   they are fine but what only a get reads is bad: the payload, a segment or an
-   unknown bin (a get misses, a lookup says present); it is not ready (a plain miss, not counted); or a segment is
-   missing or of another write (torn). */
-typedef enum { BAD_META, BAD_PAYLOAD, NOT_READY, TORN } outcome;
+/* What a case is, by what sees it:
+   BAD_CORE     a bin that makes a chunk present (ver state nseg seg_b tot_b
+                wid) is bad: every read misses;
+   BAD_DETAIL   another small bin is bad (md, tags, pin, ...): stat and get
+                miss, lookups (exists, prefix) still say present;
+   BAD_PAYLOAD  what only a get reads is bad (the payload, a segment, an unknown
+                bin): the get misses;
+   NOT_READY    a plain miss, not counted;
+   TORN         a segment missing or of another write: the get misses. */
+typedef enum { BAD_CORE, BAD_DETAIL, BAD_PAYLOAD, NOT_READY, TORN } outcome;
 
 /* A change to a valid record: set (or add) a bin, or drop one by name. */
 typedef struct {
@@ -44,45 +49,45 @@ static const uint8_t junk[9000] = {1, 2, 3};
 #define DROP(n) {'d', {.name = n}}
 
 static const hostile_case inline_cases[] = {
-    {"nseg 0", 'm', {SET(TH_INT("nseg", 0))}, BAD_META},
-    {"nseg -1", 'm', {SET(TH_INT("nseg", -1))}, BAD_META},
-    {"nseg 70000", 'm', {SET(TH_INT("nseg", 70000))}, BAD_META},
-    {"seg_b negative", 'm', {SET(TH_INT("seg_b", -5))}, BAD_META},
-    {"tot_b -1", 'm', {SET(TH_INT("tot_b", -1))}, BAD_META},
+    {"nseg 0", 'm', {SET(TH_INT("nseg", 0))}, BAD_CORE},
+    {"nseg -1", 'm', {SET(TH_INT("nseg", -1))}, BAD_CORE},
+    {"nseg 70000", 'm', {SET(TH_INT("nseg", 70000))}, BAD_CORE},
+    {"seg_b negative", 'm', {SET(TH_INT("seg_b", -5))}, BAD_CORE},
+    {"tot_b -1", 'm', {SET(TH_INT("tot_b", -1))}, BAD_CORE},
     {"tot_b INT64_MAX", 'm', {SET(TH_INT("tot_b", INT64_MAX)), SET(TH_INT("seg_b", INT64_MAX))},
-     BAD_META},
+     BAD_CORE},
     {"inline payload longer than tot_b", 'm',
      {SET(TH_INT("tot_b", 32)), SET(TH_INT("seg_b", 32))}, BAD_PAYLOAD},
     {"inline payload shorter than tot_b", 'm',
      {SET(TH_INT("tot_b", 128)), SET(TH_INT("seg_b", 128))}, BAD_PAYLOAD},
-    {"seg_b differs from tot_b", 'm', {SET(TH_INT("seg_b", 10))}, BAD_META},
-    {"older schema version", 'm', {SET(TH_INT("ver", 1))}, BAD_META},
-    {"unknown schema version", 'm', {SET(TH_INT("ver", 99))}, BAD_META},
-    {"ver a string", 'm', {SET(TH_STR("ver", "2"))}, BAD_META},
-    {"state missing", 'm', {DROP("state")}, BAD_META},
-    {"state an integer", 'm', {SET(TH_INT("state", 1))}, BAD_META},
-    {"state unknown", 'm', {SET(TH_STR("state", "weird"))}, BAD_META},
+    {"seg_b differs from tot_b", 'm', {SET(TH_INT("seg_b", 10))}, BAD_CORE},
+    {"older schema version", 'm', {SET(TH_INT("ver", 1))}, BAD_CORE},
+    {"unknown schema version", 'm', {SET(TH_INT("ver", 99))}, BAD_CORE},
+    {"ver a string", 'm', {SET(TH_STR("ver", "2"))}, BAD_CORE},
+    {"state missing", 'm', {DROP("state")}, BAD_CORE},
+    {"state an integer", 'm', {SET(TH_INT("state", 1))}, BAD_CORE},
+    {"state unknown", 'm', {SET(TH_STR("state", "weird"))}, BAD_CORE},
     {"state partial", 'm', {SET(TH_STR("state", "partial"))}, NOT_READY},
     {"payload a string", 'm', {SET(TH_STR("b", "not bytes"))}, BAD_PAYLOAD},
     {"payload an integer", 'm', {SET(TH_INT("b", 7))}, BAD_PAYLOAD},
     {"payload missing", 'm', {DROP("b")}, BAD_PAYLOAD},
-    {"md over 8 KiB", 'm', {SET(TH_BLOB("md", junk, 9000))}, BAD_META},
-    {"md an integer", 'm', {SET(TH_INT("md", 5))}, BAD_META},
-    {"serde an integer", 'm', {SET(TH_INT("serde", 5))}, BAD_META},
+    {"md over 8 KiB", 'm', {SET(TH_BLOB("md", junk, 9000))}, BAD_DETAIL},
+    {"md an integer", 'm', {SET(TH_INT("md", 5))}, BAD_DETAIL},
+    {"serde an integer", 'm', {SET(TH_INT("serde", 5))}, BAD_DETAIL},
     {"ttl_class too long", 'm',
      {SET(TH_STR("ttl_class", "0123456789012345678901234567890123456789012345678901234567890123"
                               "456789"))},
-     BAD_META},
-    {"ttl_class a list", 'm', {SET(TH_LIST("ttl_class"))}, BAD_META},
-    {"nseg a double", 'm', {SET(TH_DOUBLE("nseg", 1))}, BAD_META},
+     BAD_DETAIL},
+    {"ttl_class a list", 'm', {SET(TH_LIST("ttl_class"))}, BAD_DETAIL},
+    {"nseg a double", 'm', {SET(TH_DOUBLE("nseg", 1))}, BAD_CORE},
     {"unknown bin", 'm', {SET(TH_INT("zzz", 1))}, BAD_PAYLOAD}, /* lookups read named bins */
-    {"wid 0", 'm', {SET(TH_INT("wid", 0))}, BAD_META},
-    {"wid missing", 'm', {DROP("wid")}, BAD_META},
-    {"wid a string", 'm', {SET(TH_STR("wid", "abc"))}, BAD_META},
-    {"crc32 negative", 'm', {SET(TH_INT("crc32", -1))}, BAD_META},
-    {"crc32 above 32 bits", 'm', {SET(TH_INT("crc32", 1ll << 33))}, BAD_META},
-    {"pin 7", 'm', {SET(TH_INT("pin", 7))}, BAD_META},
-    {"created_at a string", 'm', {SET(TH_STR("created_at", "yesterday"))}, BAD_META},
+    {"wid 0", 'm', {SET(TH_INT("wid", 0))}, BAD_CORE},
+    {"wid missing", 'm', {DROP("wid")}, BAD_CORE},
+    {"wid a string", 'm', {SET(TH_STR("wid", "abc"))}, BAD_CORE},
+    {"crc32 negative", 'm', {SET(TH_INT("crc32", -1))}, BAD_DETAIL},
+    {"crc32 above 32 bits", 'm', {SET(TH_INT("crc32", 1ll << 33))}, BAD_DETAIL},
+    {"pin 7", 'm', {SET(TH_INT("pin", 7))}, BAD_DETAIL},
+    {"created_at a string", 'm', {SET(TH_STR("created_at", "yesterday"))}, BAD_DETAIL},
 };
 
 static const hostile_case segment_cases[] = {
@@ -93,11 +98,11 @@ static const hostile_case segment_cases[] = {
     {"segment without wid", 's', {DROP("wid")}, BAD_PAYLOAD},
     {"segment of another write", 's', {SET(TH_INT("wid", 12345))}, TORN},
     {"segment missing", 's', {DROP("*")}, TORN},
-    {"tot_b beyond the segments", 'M', {SET(TH_INT("tot_b", 3 * 4096 + 1))}, BAD_META},
+    {"tot_b beyond the segments", 'M', {SET(TH_INT("tot_b", 3 * 4096 + 1))}, BAD_CORE},
     {"payload bin next to segments", 'M', {SET(TH_BLOB("b", junk, 10))}, BAD_PAYLOAD},
-    {"segment above 8 MiB", 'M', {SET(TH_INT("seg_b", 8 * 1024 * 1024 + 1))}, BAD_META},
+    {"segment above 8 MiB", 'M', {SET(TH_INT("seg_b", 8 * 1024 * 1024 + 1))}, BAD_CORE},
     {"65535 one-byte segments", 'M', {SET(TH_INT("nseg", 65535)), SET(TH_INT("seg_b", 1))},
-     BAD_META}, /* tot_b no longer fits: judged before any segment is read */
+     BAD_CORE}, /* tot_b no longer fits: judged before any segment is read */
 };
 
 #define SEG 4096                 /* segment size of the planted 3-segment chunk */
@@ -193,13 +198,15 @@ read_blocking(lmca_t *h, const char *key, const hostile_case *hc)
     if (lmca_get(h, key, buf, BLOCKING_CAP, &got, NULL, &err) != LMCA_MISS || got != 0)
         th_fail(__FILE__, __LINE__, "%s: get is not a miss (%s)", hc->name, err.msg);
     check_canary(buf, BLOCKING_CAP, BLOCKING_CAP + SLACK, hc->name);
-    bool present = hc->expect == BAD_PAYLOAD || hc->expect == TORN;
+    bool stat_ok = hc->expect == BAD_PAYLOAD || hc->expect == TORN;
+    bool present = stat_ok || hc->expect == BAD_DETAIL;
     int stat = lmca_stat(h, key, &meta, &err);
     lmca_meta_clear(&meta);
     int exists = lmca_exists(h, key, &err);
     ASSERT_RC(lmca_prefix(h, &key, 1, &count, NULL, &err), LMCA_OK, &err);
-    /* Present means a valid meta record: the same answer from all three. */
-    if (stat != (present ? LMCA_OK : LMCA_MISS) || exists != stat || count != (size_t)present)
+    /* One rule for "present": exists and prefix give the same answer. */
+    if (stat != (stat_ok ? LMCA_OK : LMCA_MISS) || exists != (present ? LMCA_OK : LMCA_MISS) ||
+        count != (size_t)present)
         th_fail(__FILE__, __LINE__, "%s: stat %s, exists %s, prefix %zu", hc->name,
                 lmca_status_name(stat), lmca_status_name(exists), count);
     free(buf);
@@ -243,7 +250,7 @@ read_async(lmca_pool_t *p, const char *key, const hostile_case *hc, size_t want)
     ASSERT_RC(lmca_pool_submit(p, &look, &id, &err), LMCA_OK, &err);
     c = wait_one(p, id);
     ASSERT_EQ(c->status, LMCA_OK);
-    ASSERT_EQ(c->prefix, hc->expect == TORN || hc->expect == BAD_PAYLOAD ? 1 : 0);
+    ASSERT_EQ(c->prefix, hc->expect == BAD_CORE || hc->expect == NOT_READY ? 0 : 1);
     lmca_completion_free(c);
     free(buf);
 }
@@ -269,7 +276,7 @@ run_cases(const hostile_case *cases, size_t ncases, size_t want)
         lmca_stats(h, &after);
         /* Corrupt records are counted, torn chunks too; a chunk not ready is a
            plain miss. */
-        bool bad = hc->expect == BAD_META || hc->expect == BAD_PAYLOAD;
+        bool bad = hc->expect != NOT_READY && hc->expect != TORN;
         if (bad != (after.corrupt > before.corrupt) ||
             (hc->expect == TORN) != (after.torn > before.torn))
             th_fail(__FILE__, __LINE__, "%s: corrupt %llu -> %llu, torn %llu -> %llu", hc->name,
@@ -300,8 +307,8 @@ TEST(planted_records_without_changes_are_hits)
 {
     lmca_t *h = th_open("lmcache");
     uint8_t *payload = malloc(SEG_TOTAL), *out = malloc(SEG_TOTAL);
-    static const hostile_case valid[2] = {{"inline", 'm', {{0}}, BAD_META},
-                                          {"segmented", 's', {{0}}, BAD_META}};
+    static const hostile_case valid[2] = {{"inline", 'm', {{0}}, NOT_READY},
+                                          {"segmented", 's', {{0}}, NOT_READY}};
     lmca_err_t err = {0};
     size_t got;
 

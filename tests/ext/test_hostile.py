@@ -19,31 +19,32 @@ SEG = 4096
 SEGMENTED = os.urandom(2 * SEG + 100)
 WID = 0x1234567890ABCDEF
 
-# (name, changes to a valid one-record chunk, visible to lookups?) Lookups read
-# the meta record's small bins only: a bad payload or an unknown bin shows in a
-# get alone.
+# (name, changes to a valid one-record chunk, what sees it):
+#   "core"    a bin that makes a chunk present is bad: every read misses;
+#   "detail"  another small bin is bad: stat and get miss, lookups say present;
+#   "get"     what only a get reads is bad (payload, unknown bin): it misses.
 INLINE = [
-    ("nseg 0", {"nseg": 0}, True),
-    ("nseg -1", {"nseg": -1}, True),
-    ("nseg 70000", {"nseg": 70000}, True),
-    ("tot_b huge", {"tot_b": 2**63 - 1, "seg_b": 2**63 - 1}, True),
-    ("payload longer than tot_b", {"tot_b": 32, "seg_b": 32}, False),
-    ("payload shorter than tot_b", {"tot_b": 128, "seg_b": 128}, False),
-    ("older schema version", {"ver": 1}, True),
-    ("ver a string", {"ver": "2"}, True),
-    ("state missing", {"state": None}, True),
-    ("state unknown", {"state": "weird"}, True),
-    ("payload a string", {"b": "not bytes"}, False),
-    ("payload a float", {"b": 1.5}, False),
-    ("payload a list", {"b": [1, 2]}, False),
-    ("md over 8 KiB", {"md": b"m" * 9000}, True),
-    ("md a map", {"md": {"a": 1}}, True),
-    ("serde an integer", {"serde": 5}, True),
-    ("wid 0", {"wid": 0}, True),
-    ("wid missing", {"wid": None}, True),
-    ("pin 7", {"pin": 7}, True),
-    ("crc32 negative", {"crc32": -1}, True),
-    ("unknown bin", {"zzz": 1}, False),
+    ("nseg 0", {"nseg": 0}, "core"),
+    ("nseg -1", {"nseg": -1}, "core"),
+    ("nseg 70000", {"nseg": 70000}, "core"),
+    ("tot_b huge", {"tot_b": 2**63 - 1, "seg_b": 2**63 - 1}, "core"),
+    ("payload longer than tot_b", {"tot_b": 32, "seg_b": 32}, "get"),
+    ("payload shorter than tot_b", {"tot_b": 128, "seg_b": 128}, "get"),
+    ("older schema version", {"ver": 1}, "core"),
+    ("ver a string", {"ver": "2"}, "core"),
+    ("state missing", {"state": None}, "core"),
+    ("state unknown", {"state": "weird"}, "core"),
+    ("payload a string", {"b": "not bytes"}, "get"),
+    ("payload a float", {"b": 1.5}, "get"),
+    ("payload a list", {"b": [1, 2]}, "get"),
+    ("md over 8 KiB", {"md": b"m" * 9000}, "detail"),
+    ("md a map", {"md": {"a": 1}}, "detail"),
+    ("serde an integer", {"serde": 5}, "detail"),
+    ("wid 0", {"wid": 0}, "core"),
+    ("wid missing", {"wid": None}, "core"),
+    ("pin 7", {"pin": 7}, "detail"),
+    ("crc32 negative", {"crc32": -1}, "detail"),
+    ("unknown bin", {"zzz": 1}, "get"),
 ]
 
 
@@ -83,17 +84,18 @@ def read_everywhere(c, key, size):
     return got, stat, exists, prefix, hit[0], present[0]
 
 
-@pytest.mark.parametrize("name,changes,visible", INLINE, ids=[c[0] for c in INLINE])
+@pytest.mark.parametrize("name,changes,seen_by", INLINE, ids=[c[0] for c in INLINE])
 def test_hostile_one_record_chunks_read_as_misses(connector, planter, caplog, name, changes,
-                                                  visible):
+                                                  seen_by):
     key = hostile_key()
     planter.put(key + "|m", meta_bins(PAYLOAD, WID, changes))
     before = connector.stats()["corrupt"]
     with caplog.at_level(logging.WARNING, logger="lmcache_aerospike"):
         got, stat, exists, prefix, hit, present = read_everywhere(connector, key, len(PAYLOAD))
     assert got is None and not hit
-    # One rule for "present": stat, exists and both prefix lookups agree.
-    assert (stat is not None, exists, prefix, present) == (not visible,) * 3 + (not visible,)
+    # One rule for "present": exists and both prefix lookups agree.
+    assert (exists, prefix, present) == (seen_by != "core",) * 3
+    assert (stat is not None) == (seen_by == "get")
     assert connector.stats()["corrupt"] > before
     assert "is corrupt" in caplog.text and key in caplog.text
 

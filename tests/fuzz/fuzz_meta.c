@@ -280,12 +280,15 @@ play_read(const fuzz_case *fc, const payload_spec *ps, lmca__read *rd,
 static const struct {
     const char *name;
     lmca__type type;
-    bool required;
+    bool required; /* by a full read */
+    bool core;     /* required by a presence read too */
 } SCHEMA[] = {
-    {"ver", LMCA__INT, true},      {"state", LMCA__STR, true},  {"nseg", LMCA__INT, true},
-    {"seg_b", LMCA__INT, true},    {"tot_b", LMCA__INT, true},  {"wid", LMCA__INT, true},
-    {"created_at", LMCA__INT, true}, {"pin", LMCA__INT, true},  {"crc32", LMCA__INT, false},
-    {"serde", LMCA__STR, false},   {"ttl_class", LMCA__STR, false}, {"md", LMCA__BLOB, false},
+    {"ver", LMCA__INT, true, true},          {"state", LMCA__STR, true, true},
+    {"nseg", LMCA__INT, true, true},         {"seg_b", LMCA__INT, true, true},
+    {"tot_b", LMCA__INT, true, true},        {"wid", LMCA__INT, true, true},
+    {"created_at", LMCA__INT, true, false},  {"pin", LMCA__INT, true, false},
+    {"crc32", LMCA__INT, false, false},      {"serde", LMCA__STR, false, false},
+    {"ttl_class", LMCA__STR, false, false},  {"md", LMCA__BLOB, false, false},
 };
 #define NSCHEMA (sizeof SCHEMA / sizeof SCHEMA[0])
 
@@ -309,9 +312,10 @@ fed_bin(const fuzz_case *fc, const payload_spec *ps, const char *name)
 }
 
 /* An accepted record had every schema bin once at most, of its type, the
-   required ones all there, no unknown bin, and state "ready". */
+   required ones (for a presence read: the core ones) all there, no unknown bin,
+   and state "ready". */
 static void
-check_accepted_bins(const fuzz_case *fc, const payload_spec *ps)
+check_accepted_bins(const fuzz_case *fc, const payload_spec *ps, bool presence)
 {
     unsigned count[NSCHEMA] = {0};
     const lmca__bin *state = fed_bin(fc, ps, "state");
@@ -326,7 +330,7 @@ check_accepted_bins(const fuzz_case *fc, const payload_spec *ps)
         CHECK(b->type == SCHEMA[k].type);
     }
     for (size_t k = 0; k < NSCHEMA; k++)
-        CHECK(!SCHEMA[k].required || count[k] == 1);
+        CHECK(!(presence ? SCHEMA[k].core : SCHEMA[k].required) || count[k] == 1);
     CHECK(state != NULL && state->len == 5 && memcmp(state->p, "ready", 5) == 0);
 }
 
@@ -373,16 +377,18 @@ check_meta(const fuzz_case *fc, const lmca__meta_reader *r, const lmca__read *pa
 {
     const lmca_meta_t *m = r->m;
 
+    bool want_md = r->flags & LMCA__WANT_MD;
+
     CHECK(rc == LMCA_OK || rc == LMCA_MISS || rc == LMCA_ENOMEM);
-    CHECK(rc != LMCA_ENOMEM || (r->want_md && fc->fail_md_alloc));
+    CHECK(rc != LMCA_ENOMEM || (want_md && fc->fail_md_alloc));
     CHECK(memchr(m->serde, '\0', sizeof m->serde) != NULL);
     CHECK(memchr(m->ttl_class, '\0', sizeof m->ttl_class) != NULL);
     CHECK(memchr(r->why, '\0', sizeof r->why) != NULL);
-    check_md(fc, m, r->want_md, rc);
+    check_md(fc, m, want_md, rc);
     if (rc != LMCA_OK)
         return;
     CHECK(r->why[0] == '\0');
-    check_accepted_bins(fc, &fc->meta_payload);
+    check_accepted_bins(fc, &fc->meta_payload, r->flags & LMCA__PRESENCE);
     check_accepted_sizes(m, &fc->meta_payload, pay);
 }
 
@@ -401,7 +407,7 @@ check_meta_round_trip(const lmca_meta_t *m)
     lmca_meta_t back;
 
     CHECK(n <= LMCA__META_BINS);
-    lmca__meta_begin(&r, &back, true);
+    lmca__meta_begin(&r, &back, LMCA__WANT_MD);
     for (unsigned i = 0; i < n; i++) {
         if (strcmp(bins[i].name, "b") == 0)
             pay.found = true, pay.blob = bins[i].type == LMCA__BLOB, pay.len = bins[i].len;
@@ -427,19 +433,19 @@ meta_tot_b(void *udata)
 /* One decode of the input as a meta record; leaves the verdict's meta in `m`
    (md freed by the caller). */
 static int
-decode_meta(const fuzz_case *fc, bool want_md, lmca_meta_t *m)
+decode_meta(const fuzz_case *fc, unsigned flags, lmca_meta_t *m)
 {
     lmca__meta_reader r;
     lmca__read pay = {.cb = lmca__meta_bin, .udata = &r};
     const payload_spec *ps = &fc->meta_payload;
     int rc;
 
-    lmca__meta_begin(&r, m, want_md);
+    lmca__meta_begin(&r, m, flags);
     fail_malloc = fc->fail_md_alloc;
     play_read(fc, ps, &pay, meta_tot_b);
     fail_malloc = false;
     rc = lmca__meta_verdict(&r, ps->asked ? &pay : NULL);
-    TRACE("meta want_md=%d: %s %s\n", want_md, lmca_status_name(rc), r.why);
+    TRACE("meta flags=%u: %s %s\n", flags, lmca_status_name(rc), r.why);
     check_meta(fc, &r, &pay, rc);
     if (rc == LMCA_OK)
         check_meta_round_trip(m);
@@ -612,13 +618,16 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static fuzz_case fc; /* 2 KiB: off the stack */
-    lmca_meta_t plain, with_md;
-    int rc_plain, rc_md;
+    lmca_meta_t plain, with_md, presence;
+    int rc_plain, rc_md, rc_presence;
 
     parse_case(data, size, &fc);
-    rc_plain = decode_meta(&fc, false, &plain);
-    rc_md = decode_meta(&fc, true, &with_md);
+    rc_plain = decode_meta(&fc, 0, &plain);
+    rc_md = decode_meta(&fc, LMCA__WANT_MD, &with_md);
+    rc_presence = decode_meta(&fc, LMCA__PRESENCE, &presence);
     check_same_verdict(&fc, rc_plain, &plain, rc_md, &with_md);
+    /* Presence asks less: whatever a full read accepts, it accepts too. */
+    CHECK(rc_plain != LMCA_OK || rc_presence == LMCA_OK);
     check_segment(&fc, segment_meta(rc_plain, &plain));
     lmca_meta_clear(&plain);
     lmca_meta_clear(&with_md);
