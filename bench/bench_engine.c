@@ -64,6 +64,19 @@ die(const char *what, const char *msg)
     exit(1);
 }
 
+/* A plain libaerospike client, the baseline every mode compares against. */
+static void
+raw_connect(aerospike *as, const char *hosts)
+{
+    as_config ac;
+    as_error e;
+    as_config_init(&ac);
+    as_config_add_hosts(&ac, hosts, 3000);
+    aerospike_init(as, &ac);
+    if (aerospike_connect(as, &e) != AEROSPIKE_OK)
+        die("aerospike_connect", e.message);
+}
+
 /* ---------------------------------------------------------------------------
  * Workers: each thread puts or gets its own keys.
  */
@@ -166,7 +179,6 @@ chunk_mode(const opts_t *o)
     lmca_config_t cfg;
     lmca_err_t err = {0};
     lmca_t *h = NULL;
-    as_config ac;
     aerospike as;
     as_error e;
     job_t jobs[64];
@@ -179,11 +191,7 @@ chunk_mode(const opts_t *o)
     cfg.default_ttl_seconds = -1;
     if (lmca_open(&cfg, &h, &err) != LMCA_OK)
         die("lmca_open", err.msg);
-    as_config_init(&ac);
-    as_config_add_hosts(&ac, o->hosts, 3000);
-    aerospike_init(&as, &ac);
-    if (aerospike_connect(&as, &e) != AEROSPIKE_OK)
-        die("aerospike_connect", e.message);
+    raw_connect(&as, o->hosts);
     for (int i = 0; i < o->threads; i++) {
         jobs[i] = (job_t){.o = o, .id = i, .h = h, .as = &as};
         jobs[i].src = malloc(o->bytes);
@@ -276,16 +284,11 @@ static void
 batch_mode(const opts_t *o)
 {
     static const size_t sizes[] = {4096, 32768, 65536, 98304, 131072, 262144, 524288, 983040};
-    as_config ac;
     aerospike as;
     as_error e;
     int n = 64;
 
-    as_config_init(&ac);
-    as_config_add_hosts(&ac, o->hosts, 3000);
-    aerospike_init(&as, &ac);
-    if (aerospike_connect(&as, &e) != AEROSPIKE_OK)
-        die("aerospike_connect", e.message);
+    raw_connect(&as, o->hosts);
     printf("batch read vs sequential gets, %d records per call, best of 5\n", n);
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         size_t size = sizes[s];
@@ -349,7 +352,6 @@ prefix_mode(const opts_t *o)
     lmca_config_t cfg;
     lmca_err_t err = {0};
     lmca_t *h;
-    as_config ac;
     aerospike as;
     as_error e;
 
@@ -357,11 +359,7 @@ prefix_mode(const opts_t *o)
     cfg.hosts = o->hosts, cfg.namespace_ = o->ns, cfg.set = "bench";
     if (lmca_open(&cfg, &h, &err) != LMCA_OK)
         die("lmca_open", err.msg);
-    as_config_init(&ac);
-    as_config_add_hosts(&ac, o->hosts, 3000);
-    aerospike_init(&as, &ac);
-    if (aerospike_connect(&as, &e) != AEROSPIKE_OK)
-        die("aerospike_connect", e.message);
+    raw_connect(&as, o->hosts);
     memset(md, 3, sizeof md);
     printf("prefix lookups (one-byte chunks with a %zu-byte md), best of 5 rounds of 100\n",
            sizeof md);

@@ -361,27 +361,6 @@ th_plant(const char *ns, const char *reckey, const th_bin *bins, size_t n)
 }
 
 int
-th_record_int(const char *ns, const char *reckey, const char *bin, int64_t *out)
-{
-    aerospike as;
-    as_error e;
-    as_key k;
-    as_record *rec = NULL;
-    as_status rc;
-
-    direct_connect(&as);
-    as_key_init_str(&k, ns, TH_SET, reckey);
-    rc = aerospike_key_get(&as, &e, NULL, &k, &rec);
-    if (rc == AEROSPIKE_OK)
-        *out = as_record_get_int64(rec, bin, INT64_MIN);
-    if (rec)
-        as_record_destroy(rec);
-    aerospike_close(&as, &e);
-    aerospike_destroy(&as);
-    return rc;
-}
-
-int
 th_threads(void)
 {
     DIR *d = opendir("/proc/self/task");

@@ -127,9 +127,6 @@ typedef struct th_bin {
    with libaerospike directly. Returns the Aerospike status (0 = written). */
 int th_plant(const char *ns, const char *reckey, const th_bin *bins, size_t n);
 
-/* The integer bin `bin` of record `reckey`; returns the Aerospike status. */
-int th_record_int(const char *ns, const char *reckey, const char *bin, int64_t *out);
-
 /* Number of threads of this process (/proc/self/task). */
 int th_threads(void);
 

@@ -291,6 +291,20 @@ TEST(bad_submits_fail_and_never_complete)
     lmca_close(h);
 }
 
+TEST(destroy_and_close_leave_no_thread_behind)
+{
+    int before = th_threads();
+    lmca_t *h = th_open("lmcache");
+    lmca_pool_t *p = NULL;
+    lmca_err_t err = {0};
+
+    ASSERT_RC(lmca_pool_open(h, 4, &p, &err), LMCA_OK, &err);
+    ASSERT(th_threads() >= before + 4 + 1); /* the workers and the client's tend thread */
+    lmca_pool_destroy(p);
+    lmca_close(h);
+    ASSERT_EQ(th_threads(), before);
+}
+
 TEST(huge_batches_are_refused_before_reading_keys)
 {
     lmca_t *h = th_open("lmcache");
@@ -415,6 +429,7 @@ TEST_LIST = {
     T(shutdown_completes_every_accepted_batch_once),
     T(bad_submits_fail_and_never_complete),
     T(server_errors_fail_the_batch_but_keep_per_key_results),
+    T(destroy_and_close_leave_no_thread_behind),
     T(huge_batches_are_refused_before_reading_keys),
     T(set_carries_pin_md_and_tags),
     T(empty_payloads_are_chunks_on_every_surface),
