@@ -2,11 +2,12 @@
  * soak.c - a bounded soak of the asynchronous layer (lmca_pool_*): many batches
  * in flight for a fixed time, mixed operations and chunk sizes, every GET hit
  * checked byte for byte. Prints RSS and throughput per interval, and fails when
- * bytes come back wrong, a batch never completes, an error occurs or RSS grows.
+ * bytes come back wrong, a batch never completes, a completion waits without
+ * the eventfd saying so, an error occurs or RSS grows.
  *
  *   soak [-h hosts] [-n namespace] [-s set] [-d seconds] [-i seconds] [-w workers]
  *        [-q batches] [-k keys] [-t ttl] [-o setting=value]... [--max-rss-growth MiB]
- *        [--allow-errors] [--max-chunk bytes] [--inflight-mib MiB] [--seed n]
+ *        [--allow-errors] [--max-chunk bytes] [--inflight-mib MiB]
  *
  * Workload. One thread keeps -q batches in flight: it submits a new batch when
  * one completes and waits on the pool's eventfd in between. A batch is a SET or
@@ -21,14 +22,19 @@
  * Racing SETs, GETs and DELETEs of one key are allowed on purpose: the engine
  * promises old bytes, new bytes or a miss, never a mix, and the soak checks that.
  *
+ * Completions. The soak drains only when poll() says the eventfd is readable,
+ * as an event loop would; when the pool holds completed batches (its stats say
+ * so) and the fd stays quiet for a second, that is a lost wakeup: counted, and
+ * drained anyway so that the run goes on.
+ *
  * Memory. Buffers come from a fixed arena allocated and touched at start, one
  * free list per size class, so the soak's own memory is flat by construction and
  * bounds the bytes in flight (--inflight-mib); RSS growth is then the engine's,
  * libaerospike's or the allocator's.
  *
- * Options beyond the brief: -o sets an engine setting by name (lmca_config_set),
- * e.g. -o read_timeout_ms=5000 for a slow server; --max-chunk drops the size
- * classes above it; --seed makes the workload repeatable (keys are still new).
+ * Besides: -o sets an engine setting by name (lmca_config_set), e.g.
+ * -o read_timeout_ms=5000 for a slow server; --max-chunk drops the size classes
+ * above it (many more, smaller batches); --inflight-mib sizes the buffer arena.
  *
  * Exit status 0 and "1 passed, 0 failed" as the last line when the run passed,
  * else 1 and "0 passed, 1 failed" (scripts/test.sh tallies that line); 2 for a
@@ -55,6 +61,7 @@
 #define POISON_STRIDE 4096   /* a GET buffer is poisoned once per this many bytes */
 #define DRAIN_TIMEOUT_S 60.0 /* at the end, how long in-flight batches may take */
 #define LOST_WAKEUP_S 1.0    /* completions waiting this long unsignalled: a bug */
+#define MAX_DROPPED_PLANS 4 /* per top-up, while a batch waits for buffers */
 #define MAX_WRONG_PRINTED 10
 #define MAX_LOG_PRINTED 20
 #define ERR_KINDS 16         /* -status of LMCA_E*, 0 for anything else */
@@ -71,7 +78,6 @@ typedef struct {
     double max_rss_growth_mib, inflight_mib;
     size_t max_chunk;
     bool allow_errors;
-    uint64_t seed;
     const char *settings[32]; /* -o key=value, applied in order */
     unsigned nsettings;
 } opts_t;
@@ -83,7 +89,7 @@ usage(const char *argv0)
             "usage: %s [-h hosts] [-n namespace] [-s set] [-d seconds] [-i seconds]\n"
             "       [-w workers] [-q batches] [-k keys] [-t ttl] [-o setting=value]...\n"
             "       [--max-rss-growth MiB] [--allow-errors] [--max-chunk bytes]\n"
-            "       [--inflight-mib MiB] [--seed n]\n",
+            "       [--inflight-mib MiB]\n",
             argv0);
 }
 
@@ -100,14 +106,13 @@ parse_number(const char *text, double min, double max, double *out)
     return true;
 }
 
-enum { OPT_RSS = 256, OPT_ALLOW, OPT_MAX_CHUNK, OPT_INFLIGHT, OPT_SEED, OPT_HELP };
+enum { OPT_RSS = 256, OPT_ALLOW, OPT_MAX_CHUNK, OPT_INFLIGHT, OPT_HELP };
 
 static const struct option long_options[] = {
     {"max-rss-growth", required_argument, NULL, OPT_RSS},
     {"allow-errors", no_argument, NULL, OPT_ALLOW},
     {"max-chunk", required_argument, NULL, OPT_MAX_CHUNK},
     {"inflight-mib", required_argument, NULL, OPT_INFLIGHT},
-    {"seed", required_argument, NULL, OPT_SEED},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -136,9 +141,20 @@ apply_option(opts_t *o, int c, const char *arg)
     case OPT_ALLOW: o->allow_errors = true; return true;
     case OPT_MAX_CHUNK: return parse_number(arg, 0, 1e12, &v) && (o->max_chunk = (size_t)v, true);
     case OPT_INFLIGHT: return parse_number(arg, 1, 1e6, &o->inflight_mib);
-    case OPT_SEED: return parse_number(arg, 0, 1e18, &v) && (o->seed = (uint64_t)v, true);
     default: return false;
     }
+}
+
+/* "-d" or "--max-chunk", for messages. */
+static const char *
+option_name(int c)
+{
+    static char name[32];
+    snprintf(name, sizeof name, "-%c", c);
+    for (const struct option *lo = long_options; lo->name; lo++)
+        if (lo->val == c)
+            snprintf(name, sizeof name, "--%s", lo->name);
+    return name;
 }
 
 /* @return 0, or 2 for a usage error (already reported). */
@@ -153,8 +169,8 @@ parse_options(int argc, char **argv, opts_t *o)
     while ((c = getopt_long(argc, argv, "h:n:s:d:i:w:q:k:t:o:", long_options, NULL)) != -1) {
         if (c == OPT_HELP || !apply_option(o, c, optarg)) {
             if (c != OPT_HELP && c != '?')
-                fprintf(stderr, "%s: bad value for %s: %s\n", argv[0],
-                        argv[optind - 1], optarg ? optarg : "");
+                fprintf(stderr, "%s: bad value for %s: %s\n", argv[0], option_name(c),
+                        optarg ? optarg : "");
             usage(argv[0]);
             return 2;
         }
@@ -246,13 +262,20 @@ payload_seed(uint32_t key, uint32_t gen, uint64_t size)
 static void
 fill_payload(uint8_t *buf, size_t len, uint32_t key, uint32_t gen)
 {
-    uint64_t state = payload_seed(key, gen, len);
+    uint64_t state = payload_seed(key, gen, len), word;
+    size_t off = HEADER_BYTES;
+
     put_le(buf, key, 4);
     put_le(buf + 4, gen, 4);
     put_le(buf + 8, len, 8);
-    for (size_t off = HEADER_BYTES; off < len; off += 8) {
-        uint64_t word = xorshift64(&state);
-        memcpy(buf + off, &word, len - off < 8 ? len - off : 8);
+    /* Whole words with a constant-size copy (compiled to one store), then the tail. */
+    for (; off + 8 <= len; off += 8) {
+        word = xorshift64(&state);
+        memcpy(buf + off, &word, 8);
+    }
+    if (off < len) {
+        word = xorshift64(&state);
+        memcpy(buf + off, &word, len - off);
     }
 }
 
@@ -261,15 +284,17 @@ fill_payload(uint8_t *buf, size_t len, uint32_t key, uint32_t gen)
 static size_t
 payload_mismatch(const uint8_t *buf, size_t len, uint32_t key, uint32_t gen)
 {
-    uint64_t state = payload_seed(key, gen, len);
-    for (size_t off = HEADER_BYTES; off < len; off += 8) {
-        uint64_t want = xorshift64(&state), got = 0;
-        size_t n = len - off < 8 ? len - off : 8;
-        memcpy(&got, buf + off, n);
-        if (memcmp(&got, &want, n) != 0)
+    uint64_t state = payload_seed(key, gen, len), want, got;
+    size_t off = HEADER_BYTES;
+
+    for (; off + 8 <= len; off += 8) {
+        want = xorshift64(&state);
+        memcpy(&got, buf + off, 8);
+        if (got != want)
             return off;
     }
-    return SIZE_MAX;
+    want = xorshift64(&state);
+    return off < len && memcmp(buf + off, &want, len - off) != 0 ? off : SIZE_MAX;
 }
 
 /* Marks a GET buffer so that a hit which left part of it unwritten cannot pass
@@ -299,15 +324,16 @@ typedef struct {
 } size_class;
 
 /* Small and 1-4 MiB chunks are the common case; 9 and 17 MiB exercise chunks of
-   several segments. The shares size each class's buffers by its bytes in flight. */
+   several segments. The shares follow each class's part of the bytes in flight
+   (weight x bytes), so that the classes run out of buffers about equally. */
 static const size_class class_table[] = {
     {.bytes = 0, .weight = 1},
     {.bytes = 1u << 10, .weight = 3, .share = 1},
-    {.bytes = 100u << 10, .weight = 3, .share = 50},
-    {.bytes = 1u << 20, .weight = 4, .share = 190},
-    {.bytes = 4u << 20, .weight = 4, .share = 310},
-    {.bytes = 9u << 20, .weight = 1, .share = 180},
-    {.bytes = 17u << 20, .weight = 1, .share = 269},
+    {.bytes = 100u << 10, .weight = 3, .share = 20},
+    {.bytes = 1u << 20, .weight = 4, .share = 100},
+    {.bytes = 4u << 20, .weight = 4, .share = 330},
+    {.bytes = 9u << 20, .weight = 1, .share = 190},
+    {.bytes = 17u << 20, .weight = 1, .share = 359},
 };
 #define NCLASSES (sizeof class_table / sizeof class_table[0])
 
@@ -329,7 +355,9 @@ class_alloc(size_class *c, const opts_t *o)
     c->free = malloc(c->count * sizeof *c->free);
     if (c->block == NULL || c->free == NULL)
         return false;
-    memset(c->block, 0, (size_t)c->count * c->bytes);
+    /* Not zeros: the compiler may turn malloc and memset(0) into calloc, which
+       leaves fresh pages untouched, and they would join RSS on first use. */
+    memset(c->block, 0xA5, (size_t)c->count * c->bytes);
     for (unsigned i = 0; i < c->count; i++)
         c->free[i] = c->block + (size_t)i * c->bytes;
     c->nfree = c->count;
@@ -384,6 +412,9 @@ typedef struct {
     slot_t *slots;
     slot_t *waiting;            /* planned, waiting for buffers */
     unsigned inflight;
+    double bytes_inflight;
+    double inflight_area, bytes_area, sampled_at; /* in flight x seconds, for means */
+    double last_inflight, last_bytes_inflight;
     uint64_t submitted, taken, last_id;
     uint64_t unexpected;        /* completions of no batch in flight */
     uint64_t lost_wakeups;      /* times completions waited with the eventfd quiet */
@@ -550,6 +581,15 @@ release_buffers(soak_t *s, slot_t *sl)
     }
 }
 
+static double
+batch_bytes(const slot_t *sl)
+{
+    double bytes = 0;
+    for (size_t i = 0; i < sl->n; i++)
+        bytes += (double)sl->len[i];
+    return bytes;
+}
+
 /* ---------------------------------------------------------------------------
  * Errors.
  */
@@ -560,16 +600,21 @@ error_kind(int status)
     return status < 0 && -status < ERR_KINDS ? (unsigned)-status : 0;
 }
 
-/* Counts an error by kind and prints the first message of each kind. */
+/* Counts an error by kind and prints the first message of each kind (a
+   completion's message starts with the status name already). */
 static void
 count_error(soak_t *s, int status, const char *msg)
 {
     unsigned kind = error_kind(status);
+    const char *name = lmca_status_name(status);
     s->iv[N_ERRORS]++;
     s->errors[kind]++;
     if (!s->error_printed[kind]) {
         s->error_printed[kind] = true;
-        printf("first %s: %s\n", kind ? lmca_status_name(status) : "other error", msg);
+        if (strncmp(msg, name, strlen(name)) == 0)
+            printf("first error of its kind: %s\n", msg);
+        else
+            printf("first error of its kind: %s: %s\n", name, msg);
     }
 }
 
@@ -645,6 +690,7 @@ submit_slot(soak_t *s, slot_t *sl)
     sl->id = id;
     sl->state = SLOT_BUSY;
     s->inflight++;
+    s->bytes_inflight += batch_bytes(sl);
     s->submitted++;
 }
 
@@ -657,23 +703,43 @@ free_slot(soak_t *s)
     return NULL;
 }
 
-/* Submits until -q batches are in flight, or a planned batch waits for buffers
-   that batches in flight hold (it goes first once they are back). */
+/* Bit mask of the size classes whose buffers a batch needs. */
+static unsigned
+classes_needed(const slot_t *sl)
+{
+    unsigned mask = 0;
+    for (size_t i = 0; i < sl->n; i++)
+        if (sl->len[i] > 0)
+            mask |= 1u << sl->cls[i];
+    return mask;
+}
+
+/* Submits until -q batches are in flight. A batch whose buffers are all taken
+   waits, and goes first when they come back; meanwhile later batches that need
+   none of its size classes go ahead (so that one busy class does not stall the
+   rest), and those that do are dropped unsubmitted (else the waiting one could
+   be overtaken forever). A plan has no effect until it is submitted. */
 static void
 top_up(soak_t *s)
 {
-    while (s->inflight < s->o.inflight) {
-        slot_t *sl = s->waiting ? s->waiting : free_slot(s);
-        if (sl == NULL)
-            return;
-        if (sl->state == SLOT_FREE)
-            plan_batch(s, sl);
-        if (!acquire_buffers(s, sl)) {
-            s->waiting = sl;
-            return;
-        }
+    unsigned dropped = 0;
+
+    if (s->waiting && acquire_buffers(s, s->waiting)) {
+        submit_slot(s, s->waiting);
         s->waiting = NULL;
-        submit_slot(s, sl);
+    }
+    while (s->inflight + (s->waiting != NULL) < s->o.inflight && dropped < MAX_DROPPED_PLANS) {
+        slot_t *sl = free_slot(s);
+        plan_batch(s, sl);
+        bool held_back = s->waiting && (classes_needed(sl) & classes_needed(s->waiting));
+        if (!held_back && acquire_buffers(s, sl)) {
+            submit_slot(s, sl);
+        } else if (s->waiting == NULL) {
+            s->waiting = sl;
+        } else {
+            sl->state = SLOT_FREE;
+            dropped++;
+        }
     }
 }
 
@@ -770,6 +836,7 @@ take(soak_t *s, lmca_completion_t *c)
     release_buffers(s, sl);
     sl->state = SLOT_FREE;
     s->inflight--;
+    s->bytes_inflight -= batch_bytes(sl);
 }
 
 static void
@@ -829,6 +896,18 @@ wait_for_completions(soak_t *s, int timeout_ms)
  * Reports.
  */
 
+/* Adds what was in flight since the last sample (the count after the previous
+   top-up: completions lower it, but the soak sees them only when it drains). */
+static void
+sample_inflight(soak_t *s, double t)
+{
+    s->inflight_area += s->last_inflight * (t - s->sampled_at);
+    s->bytes_area += s->last_bytes_inflight * (t - s->sampled_at);
+    s->last_inflight = s->inflight;
+    s->last_bytes_inflight = s->bytes_inflight;
+    s->sampled_at = t;
+}
+
 static void
 report(soak_t *s, double t)
 {
@@ -837,13 +916,14 @@ report(soak_t *s, double t)
     lmca_stats_t es;
     uint64_t batches = 0;
 
+    sample_inflight(s, t);
     lmca_pool_stats(s->pool, &ps);
     lmca_stats(s->h, &es);
     for (int op = N_GET; op <= N_DELETE; op++)
         batches += s->iv[op];
     printf("t=%4.0fs rss=%7.1fMiB ops=%5.0f/s (get %llu set %llu ex %llu pfx %llu del %llu)"
            "  rd=%.2fGB/s wr=%.2fGB/s  hit=%llu miss=%llu wrong=%llu err=%llu torn=%llu"
-           " corrupt=%llu infl=%u\n",
+           " corrupt=%llu infl=%.1f/%.0fMiB\n",
            t - s->start, rss / MIB, batches / secs, (unsigned long long)s->iv[N_GET],
            (unsigned long long)s->iv[N_SET], (unsigned long long)s->iv[N_EXISTS],
            (unsigned long long)s->iv[N_PREFIX], (unsigned long long)s->iv[N_DELETE],
@@ -852,12 +932,14 @@ report(soak_t *s, double t)
            (unsigned long long)s->iv[N_HIT], (unsigned long long)s->iv[N_MISS],
            (unsigned long long)s->iv[N_WRONG], (unsigned long long)s->iv[N_ERRORS],
            (unsigned long long)(es.torn - s->engine_at_report.torn),
-           (unsigned long long)(es.corrupt - s->engine_at_report.corrupt), s->inflight);
+           (unsigned long long)(es.corrupt - s->engine_at_report.corrupt),
+           s->inflight_area / secs, s->bytes_area / secs / MIB);
     fflush(stdout);
     for (int i = 0; i < N_COUNT; i++) {
         s->total[i] += s->iv[i];
         s->iv[i] = 0;
     }
+    s->inflight_area = s->bytes_area = 0;
     s->pool_at_report = ps;
     s->engine_at_report = es;
     if (s->reports++ == 0)
@@ -923,19 +1005,36 @@ alloc_state(soak_t *s)
     return 0;
 }
 
+/* What the keyspace can hold at worst: per key, the segments of its largest
+   segmented chunk (an overwrite with fewer segments leaves the old tail until
+   its TTL) plus its largest single-record chunk. */
+static double
+worst_stored(const soak_t *s)
+{
+    uint64_t inline_max = lmca_limits(s->h)->single_record_threshold_bytes;
+    double segments = 0, single = 0;
+    for (size_t c = 0; c < NCLASSES; c++) {
+        double bytes = s->cls[c].weight ? (double)s->cls[c].bytes : 0;
+        if (s->cls[c].bytes > inline_max)
+            segments = bytes > segments ? bytes : segments;
+        else
+            single = bytes > single ? bytes : single;
+    }
+    return (segments + single) * s->o.keyspace;
+}
+
 static void
 print_setup(const soak_t *s)
 {
     double arena = 0;
-    printf("soak: lmca %s, libaerospike %s; %s %s/%s, run %08x, seed %llu\n", lmca_version(),
-           lmca_aerospike_version(), s->o.hosts, s->o.ns, s->o.set, s->run,
-           (unsigned long long)s->o.seed);
+    printf("soak: lmca %s, libaerospike %s; %s %s/%s, run %08x\n", lmca_version(),
+           lmca_aerospike_version(), s->o.hosts, s->o.ns, s->o.set, s->run);
     printf("soak: %.0f s, reports every %.0f s, %u workers, %u batches in flight, %u keys, "
            "ttl %lld\nsoak: buffers:",
            s->o.duration_s, s->o.interval_s, s->o.workers, s->o.inflight, s->o.keyspace,
            (long long)s->o.ttl);
     for (size_t c = 0; c < NCLASSES; c++) {
-        if (s->cls[c].weight == 0)
+        if (s->cls[c].weight == 0 || s->cls[c].bytes == 0)
             continue;
         arena += (double)s->cls[c].count * s->cls[c].bytes;
         if (s->cls[c].bytes >= (1u << 20))
@@ -944,6 +1043,7 @@ print_setup(const soak_t *s)
             printf(" %zuKiB x%u", s->cls[c].bytes >> 10, s->cls[c].count);
     }
     printf(" = %.1f MiB (the most bytes in flight)\n", arena / MIB);
+    printf("soak: the keys may take up to %.1f GiB on the server\n", worst_stored(s) / MIB / 1024);
     fflush(stdout);
 }
 
@@ -967,12 +1067,13 @@ run(soak_t *s)
 {
     double end, next_report, t;
 
-    s->start = s->last_report = now();
+    s->start = s->last_report = s->sampled_at = now();
     end = s->start + s->o.duration_s;
     next_report = s->start + s->o.interval_s;
     while ((t = now()) < end) {
         double until = (next_report < end ? next_report : end) - t;
         top_up(s);
+        sample_inflight(s, now());
         wait_for_completions(s, (int)(until * 1000 < 200 ? until * 1000 : 200));
         if ((t = now()) >= next_report) {
             report(s, t);
@@ -1022,16 +1123,17 @@ static void
 print_summary(const soak_t *s, const lmca_stats_t *es)
 {
     const uint64_t *n = s->total;
+    double secs = s->last_report - s->start;
     lmca_pool_stats_t ps;
 
     lmca_pool_stats(s->pool, &ps);
-
-    printf("summary: %llu batches (get %llu set %llu exists %llu prefix %llu delete %llu), "
-           "%.2f GB read, %.2f GB written\n",
-           (unsigned long long)s->taken, (unsigned long long)n[N_GET],
+    printf("summary: %llu batches in %.0f s, %.0f/s (get %llu set %llu exists %llu prefix %llu "
+           "delete %llu); read %.2f GB, %.2f GB/s; written %.2f GB, %.2f GB/s\n",
+           (unsigned long long)s->taken, secs, s->taken / secs, (unsigned long long)n[N_GET],
            (unsigned long long)n[N_SET], (unsigned long long)n[N_EXISTS],
            (unsigned long long)n[N_PREFIX], (unsigned long long)n[N_DELETE],
-           ps.bytes_read / 1e9, ps.bytes_written / 1e9);
+           ps.bytes_read / 1e9, ps.bytes_read / secs / 1e9, ps.bytes_written / 1e9,
+           ps.bytes_written / secs / 1e9);
     printf("  keys: get hit %llu miss %llu wrong %llu; set stored %llu not %llu; "
            "lookups found %llu absent %llu; delete removed %llu absent %llu\n",
            (unsigned long long)n[N_HIT], (unsigned long long)n[N_MISS],
@@ -1059,7 +1161,7 @@ print_summary(const soak_t *s, const lmca_stats_t *es)
            (unsigned long long)s->unexpected, (unsigned long long)s->lost_wakeups);
 }
 
-/* Adds a reason to fail; returns false so that callers can chain. */
+/* Prints why the run fails; returns false, the verdict. */
 static bool
 fail(const char *why)
 {
@@ -1108,9 +1210,7 @@ main(int argc, char **argv)
     if (parse_options(argc, argv, &s.o) != 0)
         return 2;
     s.run = (unsigned)splitmix64((uint64_t)time(NULL) << 20 ^ (uint64_t)getpid());
-    if (s.o.seed == 0)
-        s.o.seed = splitmix64(s.run ^ (uint64_t)now());
-    s.rng = splitmix64(s.o.seed) | 1;
+    s.rng = splitmix64(s.run ^ (uint64_t)(now() * 1e9)) | 1;
     if (alloc_state(&s) != 0)
         printf("soak: out of memory for %.0f MiB of buffers\n", s.o.inflight_mib);
     else if (s.class_weights == 0)

@@ -3,6 +3,7 @@
 #   - the C tests (tests/c), built plainly and under ASan+UBSan, and the
 #     asynchronous layer's tests under TSan;
 #   - the libFuzzer harnesses (tests/fuzz), FUZZ_SECONDS (default 60) each;
+#   - a short soak of the asynchronous layer (SOAK_SECONDS, default 20);
 #   - pytest (tests/), when pytest is installed (scripts/bootstrap.sh installs it).
 # The C tests talk to AEROSPIKE_TEST_HOSTS when it is set (a real server set up as
 # tests/aerospike-test.conf says); otherwise to the protocol test server
@@ -68,6 +69,12 @@ done
 echo "== fuzz: ${FUZZ_SECONDS:-60} s per target"
 tests/fuzz/run.sh 2>&1 | tee "$tmp/out"
 tally "$tmp/out" tests/fuzz/run.sh
+
+# The asynchronous layer for a while: mixed batches, every hit checked, RSS
+# flat (bench/soak.c; scripts/soak.sh runs longer ones).
+echo "== soak: ${SOAK_SECONDS:-20} s"
+build/bench/soak -d "${SOAK_SECONDS:-20}" -i 5 -k 64 2>&1 | tee "$tmp/out"
+tally "$tmp/out" build/bench/soak
 
 # Runs pytest (arguments after the label) and adds its summary to the tally; a
 # non-zero exit with no failed test (a sanitizer's report) counts as a failure.

@@ -394,11 +394,14 @@ lmca_pool_drain(lmca_pool_t *p)
     uint64_t count;
     lmca_completion_t *list;
 
-    /* Clear the flag before reading the fd: a completion that lands after this
-       point writes the fd again, so none is ever left unsignalled. */
-    atomic_store(&p->signaled, false);
+    /* Empty the fd first, then clear the flag. A completion that lands before
+       the clear finds the flag set and writes nothing, but it is on the list
+       taken below; one that lands after writes the fd again. Clearing first
+       (as this once did) let a write land in between and be read away here,
+       leaving the flag set and the fd quiet for good: a lost wakeup. */
     while (read(p->efd, &count, sizeof count) > 0 || errno == EINTR)
         ;
+    atomic_store(&p->signaled, false);
     pthread_mutex_lock(&p->done_lock);
     list = p->done_head;
     p->done_head = p->done_tail = NULL;

@@ -440,8 +440,8 @@ batch_fail(lmca_err_t *err, const as_error *e, as_batch_records *recs, const cha
     for (uint32_t i = 0; i < list->size; i++) {
         as_batch_base_record *r = as_vector_get(list, i);
         if (r->result != AEROSPIKE_OK && r->result != AEROSPIKE_ERR_RECORD_NOT_FOUND)
-            return fail_code(err, r->result, r->message ? r->message : e->message, what,
-                             (const char *)r->key.valuep->string.value);
+            return fail_code(err, r->result, r->message ? r->message : as_error_string(r->result),
+                             what, (const char *)r->key.valuep->string.value);
     }
     return fail(err, e, what, "");
 }

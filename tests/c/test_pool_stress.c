@@ -5,8 +5,11 @@
  *
  * What it guards: every accepted batch completes exactly once and every refused
  * submit never does; per-key results written by worker threads are visible to
- * the drainer (the acq_rel pending counter, pool_private.h); no completion is
- * lost between the drainer's flag reset and a worker's eventfd write.
+ * the drainer (the acq_rel pending counter, pool_private.h); and the eventfd
+ * wakes its reader for every completion: no wakeup is lost between a drain and
+ * a worker's eventfd write (a defect the soak found: lmca_pool_drain cleared the
+ * flag before reading the fd, so a write landing in between was swallowed with
+ * the flag left set, and the fd never woke again).
  */
 #include <poll.h>
 #include <pthread.h>
@@ -196,6 +199,42 @@ TEST(many_submitters_every_batch_completes_once)
     run(-1);
 }
 
+/* A reader that drains only when poll() says so, as LMCA_OP callers in an event
+   loop do, with many cheap batches in flight so that completions land while it
+   drains. Completed batches waiting with a quiet fd are a lost wakeup. */
+TEST(every_completion_wakes_the_eventfd)
+{
+    lmca_t *h = th_open("small");
+    lmca_pool_t *p = NULL;
+    const char *key = th_key("wake");
+    lmca_batch_t b = {.op = LMCA_OP_EXISTS, .n = 1, .keys = &key};
+    lmca_err_t err = {0};
+    uint64_t id, drained = 0, submitted = 0;
+    const uint64_t total = 6000, in_flight = 32;
+
+    ASSERT_RC(lmca_pool_open(h, 4, &p, &err), LMCA_OK, &err);
+    while (drained < total) {
+        while (submitted < total && submitted - drained < in_flight) {
+            ASSERT_RC(lmca_pool_submit(p, &b, &id, &err), LMCA_OK, &err);
+            submitted++;
+        }
+        struct pollfd pfd = {.fd = lmca_pool_fd(p), .events = POLLIN};
+        if (poll(&pfd, 1, 2000) == 0) {
+            lmca_pool_stats_t st;
+            lmca_pool_stats(p, &st);
+            th_fail(__FILE__, __LINE__, "lost wakeup: %llu completed, %llu drained, fd quiet",
+                    (unsigned long long)st.completed, (unsigned long long)drained);
+        }
+        for (lmca_completion_t *c = lmca_pool_drain(p), *next; c; c = next) {
+            next = c->next;
+            drained++;
+            lmca_completion_free(c);
+        }
+    }
+    lmca_pool_destroy(p);
+    lmca_close(h);
+}
+
 TEST(shutdown_while_submitting_loses_nothing)
 {
     run(0);
@@ -203,6 +242,7 @@ TEST(shutdown_while_submitting_loses_nothing)
 
 TEST_LIST = {
     T(many_submitters_every_batch_completes_once),
+    T(every_completion_wakes_the_eventfd),
     T(shutdown_while_submitting_loses_nothing),
 };
 TEST_MAIN()
