@@ -9,8 +9,7 @@
 #include <stdbool.h>
 
 #include "ext.h"
-
-typedef struct ext_log_sink ext_log_sink;
+#include "logsink.h"
 
 typedef struct {
     PyObject_HEAD
@@ -59,45 +58,6 @@ const char *ext_key_text(ext_state *st, PyObject *obj, Py_ssize_t i);
 /* A list or tuple of keys (not a str, which is a sequence of characters): a new
    reference to PySequence_Fast of it, or NULL with an error set. */
 PyObject *ext_key_list(ext_state *st, PyObject *keys);
-
-/* logsink.c */
-ext_log_sink *ext_log_sink_new(void);
-void ext_log_sink_free(ext_log_sink *s);
-void ext_log_sink_cb(void *udata, int level, const char *msg); /* an lmca_log_cb */
-/* Sends queued lines to logging.getLogger("lmcache_aerospike"); GIL held. Keeps
-   a pending exception as it was. */
-void ext_log_sink_flush(ext_log_sink *s);
-
-/* A pending exception, kept across code that may clear it. */
-typedef struct {
-#if PY_VERSION_HEX >= 0x030C0000
-    PyObject *exc;
-#else
-    PyObject *type, *value, *tb;
-#endif
-} ext_saved_error;
-
-static inline ext_saved_error
-ext_error_save(void)
-{
-    ext_saved_error s;
-#if PY_VERSION_HEX >= 0x030C0000
-    s.exc = PyErr_GetRaisedException();
-#else
-    PyErr_Fetch(&s.type, &s.value, &s.tb);
-#endif
-    return s;
-}
-
-static inline void
-ext_error_restore(ext_saved_error s)
-{
-#if PY_VERSION_HEX >= 0x030C0000
-    PyErr_SetRaisedException(s.exc);
-#else
-    PyErr_Restore(s.type, s.value, s.tb);
-#endif
-}
 
 /* blocking.c: the methods, listed in connector.c's table. */
 PyObject *ext_put(Connector *self, PyObject *args, PyObject *kwargs);

@@ -10,7 +10,7 @@
  */
 #include <pthread.h>
 
-#include "connector.h"
+#include "logsink.h"
 
 #define SINK_LINES 64
 #define SINK_LINE_MAX 320
