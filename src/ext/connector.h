@@ -1,6 +1,6 @@
 /*
  * connector.h - the Connector type's insides, shared by connector.c (the type,
- * the asynchronous surface, close), blocking.c (blocking calls) and logsink.c.
+ * the asynchronous surface, close) and blocking.c (blocking calls).
  */
 #ifndef LMCA_EXT_CONNECTOR_H
 #define LMCA_EXT_CONNECTOR_H
