@@ -87,6 +87,7 @@ lmca_pool_shutdown(lmca_pool_t *p)
         lmca__task *next = stolen->next;
         atomic_store(&stolen->job->canceled, true);
         atomic_fetch_sub_explicit(&p->queued, 1, memory_order_relaxed);
+        lmca__cancel(stolen);
         lmca__task_done(stolen);
         stolen = next;
     }
@@ -271,6 +272,7 @@ lmca__push(lmca_pool_t *p, lmca__task *list)
         atomic_store(&list->job->canceled, true);
         while (list) {
             lmca__task *next = list->next;
+            lmca__cancel(list);
             lmca__task_done(list);
             list = next;
         }
@@ -321,6 +323,8 @@ worker_main(void *arg)
     while ((t = pop(p)) != NULL) {
         if (!atomic_load(&t->job->canceled))
             lmca__run(t);
+        else
+            lmca__cancel(t);
         lmca__task_done(t);
     }
     return NULL;

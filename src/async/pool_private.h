@@ -94,6 +94,9 @@ void lmca__job_error(lmca__job *job, int status, const char *msg);
    nothing is left allocated but the job itself. */
 int lmca__plan_tasks(lmca__job *job, lmca__task **out, lmca_err_t *err);
 void lmca__run(lmca__task *t);
+/* A task that will not run (the pool shut down): a segment of a put still
+   counts, so that the put's last part aborts it and removes what it wrote. */
+void lmca__cancel(lmca__task *t);
 /* Frees per-key state at completion. */
 void lmca__job_release(lmca__job *job);
 

@@ -363,6 +363,25 @@ finish_key(lmca__job *job, size_t i)
     settle(job, i, rc, &err);
 }
 
+/* Counts a part of key i done with status `rc`; the last one ends the key. */
+static void
+part_done(lmca__job *job, size_t i, int rc)
+{
+    lmca__keystate *ks = &job->ks[i];
+    int expected = LMCA_OK;
+    if (rc != LMCA_OK)
+        atomic_compare_exchange_strong(&ks->failed, &expected, rc);
+    if (atomic_fetch_sub_explicit(&ks->parts_left, 1, memory_order_acq_rel) == 1)
+        finish_key(job, i);
+}
+
+void
+lmca__cancel(lmca__task *t)
+{
+    if (t->kind == LMCA__T_SEGMENT && t->job->c.op == LMCA_OP_SET)
+        part_done(t->job, t->first, LMCA_ECANCELED);
+}
+
 static void
 run_segment(lmca__task *t)
 {
@@ -370,19 +389,15 @@ run_segment(lmca__task *t)
     lmca_t *h = job->pool->h;
     lmca__keystate *ks = &job->ks[t->first];
     lmca_err_t err = {0};
-    int rc, expected = LMCA_OK;
+    int rc;
 
     if (job->c.op == LMCA_OP_GET)
         rc = lmca_get_segments(h, ks->get, t->segment, (uint32_t)t->count, &err);
     else
         rc = lmca_put_segments(h, ks->put, t->segment, (uint32_t)t->count, &err);
-    if (rc != LMCA_OK) {
-        atomic_compare_exchange_strong(&ks->failed, &expected, rc);
-        if (rc < 0)
-            lmca__job_error(job, rc, err.msg);
-    }
-    if (atomic_fetch_sub_explicit(&ks->parts_left, 1, memory_order_acq_rel) == 1)
-        finish_key(job, t->first);
+    if (rc < 0)
+        lmca__job_error(job, rc, err.msg);
+    part_done(job, t->first, rc);
 }
 
 void

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "lmca_async.h"
@@ -315,6 +316,39 @@ TEST(destroy_and_close_leave_no_thread_behind)
     ASSERT_EQ(th_threads(), before);
 }
 
+/* A put whose segment tasks a shutdown cancels is aborted like a failed one:
+   the segments its running parts wrote are removed. */
+TEST(shutdown_aborts_puts_cut_short)
+{
+    lmca_t *h = th_open("small");
+    lmca_pool_t *p = NULL;
+    const char *key = th_key("cut");
+    size_t len = 64 * MIB; /* 69 segments on a 1 MiB cap: more than 5 ms of writing */
+    void *buf = calloc(1, len);
+    lmca_batch_t b = {.op = LMCA_OP_SET, .n = 1, .keys = &key, .bufs = &buf, .lens = &len};
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    uint64_t id;
+
+    ASSERT_RC(lmca_pool_open(h, 1, &p, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_pool_submit(p, &b, &id, &err), LMCA_OK, &err);
+    usleep(5000); /* some parts have run, others wait: both must clean up */
+    lmca_pool_shutdown(p);
+    lmca_completion_t *c = lmca_pool_drain(p);
+    ASSERT(c != NULL && c->id == id && c->status == LMCA_ECANCELED && c->results[0] == 0);
+    lmca_completion_free(c);
+    for (uint32_t i = 0; i < 69; i++) {
+        char reckey[LMCA_KEY_MAX + 16];
+        snprintf(reckey, sizeof reckey, "%s|s|%u", key, i);
+        ASSERT_EQ(th_record_ttl("small", reckey, NULL), 2);
+    }
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.puts_aborted, 1);
+    lmca_pool_destroy(p);
+    free(buf);
+    lmca_close(h);
+}
+
 TEST(huge_batches_are_refused_before_reading_keys)
 {
     lmca_t *h = th_open("lmcache");
@@ -440,6 +474,7 @@ TEST_LIST = {
     T(bad_submits_fail_and_never_complete),
     T(server_errors_fail_the_batch_but_keep_per_key_results),
     T(destroy_and_close_leave_no_thread_behind),
+    T(shutdown_aborts_puts_cut_short),
     T(huge_batches_are_refused_before_reading_keys),
     T(set_carries_pin_md_and_tags),
     T(empty_payloads_are_chunks_on_every_surface),
