@@ -182,26 +182,26 @@ lmca_remove(lmca_t *h, const char *key, lmca_err_t *err)
     char mkey[LMCA__RECKEY_SIZE], **skeys;
     lmca_meta_t meta;
     size_t removed = 0, failed = 0;
-    int rc = lmca__read_small(h, key, &meta, LMCA__PRESENCE, err);
+    int rc = lmca__read_small(h, key, &meta, LMCA__PRESENCE, err), gone;
 
-    if (rc == LMCA_OK || rc == LMCA_MISS) {
-        /* Meta first, so readers miss at once; a meta record that is not a
-           valid chunk (a miss) is removed too. */
-        lmca__meta_key(mkey, key);
-        int gone = lmca__wire_remove(h->wire, mkey, err);
-        if (gone != LMCA_OK && gone != LMCA_MISS)
-            rc = gone;
-        else if (rc == LMCA_MISS && gone == LMCA_OK)
-            rc = LMCA_OK, meta.nseg = 0; /* its nseg is not to be trusted */
-    }
-    if (rc == LMCA_OK && meta.nseg > 1 && (skeys = segment_keys(key, meta.nseg, 0, NULL))) {
+    if (rc != LMCA_OK && rc != LMCA_MISS)
+        return rc;
+    /* Meta first, so readers miss at once. */
+    lmca__meta_key(mkey, key);
+    if ((gone = lmca__wire_remove(h->wire, mkey, err)) < 0)
+        return gone;
+    /* A meta record that was no valid chunk is gone now too, but its nseg is not
+       to be trusted: its segments are left to TTL and the sweep. */
+    if (rc == LMCA_MISS)
+        return gone;
+    if (meta.nseg > 1 && (skeys = segment_keys(key, meta.nseg, 0, NULL))) {
         /* Best effort: a segment left behind expires by TTL or is swept
            (spec 4.4.10, lmca_sweep). */
         lmca__wire_remove_many(h->wire, (const char *const *)skeys, meta.nseg, &removed, &failed,
                                NULL);
         free(skeys);
     }
-    return rc;
+    return LMCA_OK;
 }
 
 /* Touches every segment in batch calls; LMCA_MISS if one is gone. */
