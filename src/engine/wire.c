@@ -474,6 +474,7 @@ lmca__wire_read_many(lmca__wire *w, const char *const *keys, size_t n, const cha
     as_batch_records recs;
     as_error e;
     uint32_t nnames = 0;
+    as_status call;
     int rc;
 
     while (names && names[nnames])
@@ -487,11 +488,16 @@ lmca__wire_read_many(lmca__wire *w, const char *const *keys, size_t n, const cha
         r->n_bin_names = nnames;
         read_reset(&rs[i]);
     }
-    rc = batch_result(aerospike_batch_read(&w->as, &e, &w->batch, &recs), err, &e, &recs,
-                      "batch get", keys[0]);
+    call = aerospike_batch_read(&w->as, &e, &w->batch, &recs);
+    rc = batch_result(call, err, &e, &recs, "batch get", keys[0]);
     for (size_t i = 0; i < n; i++) {
         as_batch_read_record *r = as_vector_get(&recs.list, (uint32_t)i);
-        rs[i].result = row_status((as_batch_base_record *)r, rc, "batch get", keys[i]);
+        /* A call that failed for any reason but a failed row may leave a row
+           marked OK whose record the client could not parse (it sets the
+           result first): no row of it is read. */
+        rs[i].result = call != AEROSPIKE_OK && e.code != AEROSPIKE_BATCH_FAILED
+                           ? rc
+                           : row_status((as_batch_base_record *)r, rc, "batch get", keys[i]);
         if (rs[i].result == LMCA_OK)
             take_record(&r->record, payload, &rs[i]);
     }

@@ -193,8 +193,9 @@ th_config(lmca_config_t *cfg, const char *ns)
     cfg->hosts = th_hosts();
     cfg->namespace_ = ns;
     cfg->set = TH_SET;
-    /* Short-lived, so repeated runs cannot fill a real server's namespace. */
-    cfg->default_ttl_seconds = 600;
+    /* Short-lived, so that repeated runs cannot fill a real server's namespace:
+       no test needs its records for more than a few seconds. */
+    cfg->default_ttl_seconds = 60;
     cfg->log_cb = collect_log;
 }
 
@@ -352,7 +353,7 @@ th_plant(const char *ns, const char *reckey, const th_bin *bins, size_t n)
     as_record_inita(&rec, (uint16_t)n);
     for (size_t i = 0; i < n; i++)
         plant_bin(&rec, &bins[i]);
-    rec.ttl = 600;
+    rec.ttl = 60;
     rc = aerospike_key_put(&as, &e, &pol, &k, &rec);
     as_record_destroy(&rec);
     aerospike_close(&as, &e);

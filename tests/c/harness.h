@@ -123,7 +123,7 @@ typedef struct th_bin {
 #define TH_LIST(n) ((th_bin){.name = (n), .type = 'l'})
 #define TH_BOOL(n, v) ((th_bin){.name = (n), .type = 'B', .i = (v)})
 
-/* Replaces record `reckey` (set TH_SET of `ns`) with exactly `bins`, TTL 600,
+/* Replaces record `reckey` (set TH_SET of `ns`) with exactly `bins`, TTL 60,
    with libaerospike directly. Returns the Aerospike status (0 = written). */
 int th_plant(const char *ns, const char *reckey, const th_bin *bins, size_t n);
 

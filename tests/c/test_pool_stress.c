@@ -80,6 +80,7 @@ typedef struct {
     atomic_bool stop;
     atomic_int done, canceled, failed;
     long results_seen;
+    char first_error[LMCA_ERRMSG_SIZE]; /* of the first failed batch, for the report */
 } drainer;
 
 static void
@@ -92,8 +93,8 @@ take(drainer *d)
         atomic_fetch_add(&d->done, 1);
         if (c->status == LMCA_ECANCELED)
             atomic_fetch_add(&d->canceled, 1);
-        else if (c->status != LMCA_OK)
-            atomic_fetch_add(&d->failed, 1);
+        else if (c->status != LMCA_OK && atomic_fetch_add(&d->failed, 1) == 0)
+            snprintf(d->first_error, sizeof d->first_error, "%s", c->error);
         for (size_t i = 0; i < c->n; i++)
             d->results_seen += c->results[i]; /* read what the workers wrote */
         lmca_completion_free(c);
@@ -170,7 +171,9 @@ run(int shutdown_after_ms)
         total += atomic_load(&accepted[id]);
     }
     ASSERT_EQ(total + atomic_load(&refused), SUBMITTERS * BATCHES);
-    ASSERT_EQ(atomic_load(&d.failed), 0);
+    if (atomic_load(&d.failed) != 0)
+        th_fail(__FILE__, __LINE__, "%d batches failed, the first with %s",
+                atomic_load(&d.failed), d.first_error);
     if (shutdown_after_ms < 0) {
         ASSERT_EQ(atomic_load(&refused), 0);
         ASSERT_EQ(atomic_load(&d.canceled), 0);

@@ -120,6 +120,7 @@ typedef struct {
     int id;
     volatile bool stop;
     unsigned long hits, misses, wrong, errors;
+    int first_error; /* its status, for the report */
 } race;
 
 static void
@@ -156,8 +157,9 @@ writer_main(void *arg)
     uint8_t *buf = malloc(r->len);
     for (uint32_t gen = 1; !r->stop; gen++) {
         payload(buf, r->len, w->id, gen);
-        if (lmca_put(r->h, r->keys[gen % KEYS], buf, r->len, NULL, NULL) != LMCA_OK)
-            __atomic_fetch_add(&r->errors, 1, __ATOMIC_RELAXED);
+        int rc = lmca_put(r->h, r->keys[gen % KEYS], buf, r->len, NULL, NULL);
+        if (rc != LMCA_OK && __atomic_fetch_add(&r->errors, 1, __ATOMIC_RELAXED) == 0)
+            r->first_error = rc;
     }
     free(buf);
     return NULL;
@@ -207,8 +209,8 @@ reader_main(void *arg)
             __atomic_fetch_add(&r->wrong, 1, __ATOMIC_RELAXED);
         else if (rc == LMCA_MISS)
             __atomic_fetch_add(&r->misses, 1, __ATOMIC_RELAXED);
-        else
-            __atomic_fetch_add(&r->errors, 1, __ATOMIC_RELAXED);
+        else if (__atomic_fetch_add(&r->errors, 1, __ATOMIC_RELAXED) == 0)
+            r->first_error = rc;
     }
     free(out);
     free(scratch);
@@ -235,8 +237,9 @@ TEST(racing_writers_and_readers_never_see_mixed_bytes)
     r.stop = true;
     for (int i = 0; i < WRITERS + READERS; i++)
         pthread_join(t[i], NULL);
-    printf("    race: %lu hits, %lu misses, %lu wrong, %lu errors\n", r.hits, r.misses, r.wrong,
-           r.errors);
+    printf("    race: %lu hits, %lu misses, %lu wrong, %lu errors%s%s\n", r.hits, r.misses,
+           r.wrong, r.errors, r.errors ? ", the first " : "",
+           r.errors ? lmca_status_name(r.first_error) : "");
     ASSERT_EQ(r.wrong, 0);
     ASSERT_EQ(r.errors, 0);
     ASSERT(r.hits > 0); /* the race let reads through, so the check checked something */

@@ -16,7 +16,7 @@ class Planter:
         self.client = aerospike.client({"hosts": seeds}).connect()
         self.namespace, self.set_name = namespace, set_name
 
-    def put(self, reckey, bins, ttl=600):
+    def put(self, reckey, bins, ttl=60):
         """Replaces record `reckey` with exactly `bins` (str, bytes, int, float,
         list, ... as the Python client maps them)."""
         policy = {"ttl": ttl, "exists": aerospike.POLICY_EXISTS_CREATE_OR_REPLACE}

@@ -22,7 +22,7 @@ MiB = 1 << 20
 @pytest.fixture
 def connector(aerospike_hosts):
     c = _native.Connector(hosts=aerospike_hosts, namespace="lmcache", set="lmca_pytest",
-                          default_ttl_seconds=600, num_workers=4)
+                          default_ttl_seconds=60, num_workers=4)
     yield c
     c.close()
 
@@ -127,7 +127,7 @@ def test_buffers_are_held_until_their_completion_is_drained(connector):
 
 def test_close_with_work_in_flight_cancels_and_releases_everything(aerospike_hosts):
     c = _native.Connector(hosts=aerospike_hosts, namespace="lmcache", set="lmca_pytest",
-                          num_workers=1, default_ttl_seconds=600)
+                          num_workers=1, default_ttl_seconds=60)
     bufs = payloads([4 * MiB] * 12)
     ids = [c.submit_batch_set([k], [b]) for k, b in zip(keys(12), bufs)]
     c.close()

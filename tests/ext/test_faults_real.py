@@ -17,6 +17,7 @@ and skip otherwise. The test server's fault injection covers the same ground
 in CI (tests/c/test_faults.c).
 """
 
+import collections
 import hashlib
 import os
 import select
@@ -39,8 +40,13 @@ SIZES = [100 * 1024, 1 * MiB, 5 * MiB]  # a tile, one record, two segments
 TRANSIENT = {"ECONNECTION", "ETIMEOUT", "EBUSY", "ENAMESPACE"}
 
 
+# What a sanitized test run sets for itself: not for the servers it starts.
+SANITIZER_ENV = ("LD_PRELOAD", "ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS", "PYTHONMALLOC")
+
+
 def ctl(action, node):
-    subprocess.run(shlex.split(CTL) + [action, node], check=True, timeout=180)
+    env = {k: v for k, v in os.environ.items() if k not in SANITIZER_ENV}
+    subprocess.run(shlex.split(CTL) + [action, node], check=True, timeout=180, env=env)
 
 
 def threads():
@@ -70,11 +76,13 @@ class Load:
         self.keys = [f"model@1@0@{run}{i:04x}@faults" for i in range(nkeys)]
         self.size = {k: SIZES[i % len(SIZES)] for i, k in enumerate(self.keys)}
         self.written = {k: set() for k in self.keys}
-        self.held = []  # every buffer submitted, to check it is released
+        # The last buffers submitted, to check at the end that the extension
+        # released them (all of them would hold gigabytes by then).
+        self.held = collections.deque(maxlen=64)
         self.log = []   # (time, op, ok, error kind, hits)
         self.wrong = 0
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run)
+        self.thread = threading.Thread(target=self.run, daemon=True)
 
     def wait(self, fid, timeout=60):
         deadline = time.monotonic() + timeout
@@ -93,13 +101,13 @@ class Load:
         bufs = [bytearray(os.urandom(self.size[k])) for k in keys]
         for k, b in zip(keys, bufs):
             self.written[k].add(hashlib.sha1(b).digest())  # may land even if the batch fails
-        self.held += bufs
+        self.held.extend(bufs)
         _, ok, error, results = self.wait(self.c.submit_batch_set(keys, bufs))
         self.record("set", ok, error, sum(results))
 
     def get_batch(self, keys):
         bufs = [bytearray(self.size[k]) for k in keys]
-        self.held += bufs
+        self.held.extend(bufs)
         _, ok, error, results = self.wait(self.c.submit_batch_get(keys, bufs))
         for k, b, hit in zip(keys, bufs, results):
             if hit and hashlib.sha1(b).digest() not in self.written[k]:
@@ -143,15 +151,17 @@ class Load:
 
 def run_with_fault(connector, fault, settle=4.0):
     """Runs a load around `fault()`; returns the load after `settle` seconds
-    of recovery."""
+    of recovery. The load stops whatever the fault does."""
     load = Load(connector)
     load.thread.start()
-    time.sleep(2)
-    fault()
-    recovered_from = time.monotonic()
-    time.sleep(settle)
-    load.stop.set()
-    load.thread.join(120)
+    try:
+        time.sleep(2)
+        fault()
+        recovered_from = time.monotonic()
+        time.sleep(settle)
+    finally:
+        load.stop.set()
+        load.thread.join(120)
     assert not load.thread.is_alive()
     print(load.summary())
     return load, recovered_from
@@ -177,7 +187,7 @@ def check(load, recovered_from, before_threads):
 def connector_for(hosts, **settings):
     return _native.Connector(hosts=hosts, namespace="lmcache", set="lmca_faults",
                              num_workers=4, read_timeout_ms=500, write_timeout_ms=1000,
-                             connect_timeout_ms=500, default_ttl_seconds=600, **settings)
+                             connect_timeout_ms=500, default_ttl_seconds=60, **settings)
 
 
 @pytest.fixture
@@ -270,6 +280,6 @@ def test_cluster_node_stopped_and_killed_during_load(cluster):
     print("after the churn:", final.summary(), final.log[-1])
     assert final.wrong == 0 and final.log[-1][2]
     assert final.log[-1][4] > 0
-    load.held += final.held
-    final.held = []  # only load.held refers to them now
+    load.held.extend(final.held)
+    final.held.clear()  # only load.held refers to them now
     check(load, since, before)

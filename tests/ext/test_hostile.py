@@ -55,7 +55,7 @@ def hostile_key():
 @pytest.fixture
 def connector(aerospike_hosts):
     c = _native.Connector(hosts=aerospike_hosts, namespace="lmcache", set="lmca_pytest",
-                          default_ttl_seconds=600, num_workers=2)
+                          default_ttl_seconds=60, num_workers=2)
     yield c
     c.close()
 

@@ -38,7 +38,7 @@ def spec(hosts, **params):
         "module_path": "lmcache_aerospike._native",
         "class_name": "Connector",
         "adapter_params": {"hosts": hosts, "namespace": "lmcache", "set": "lmca_lmcache",
-                           "default_ttl_seconds": 600, "num_workers": 4, **params},
+                           "default_ttl_seconds": 60, "num_workers": 4, **params},
         "max_capacity_gb": 1,
     }
 
