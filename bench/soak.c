@@ -801,6 +801,7 @@ count_results(soak_t *s, const slot_t *sl, const lmca_completion_t *c)
         case LMCA_OP_EXISTS:
         case LMCA_OP_PREFIX: s->iv[yes ? N_FOUND : N_ABSENT]++; break;
         case LMCA_OP_DELETE: s->iv[yes ? N_REMOVED : N_NOTHING]++; break;
+        default: break; /* the soak submits no STAT, FILL or TOUCH */
         }
     }
 }

@@ -465,19 +465,36 @@ typedef struct lmca_get_s {
     const char *key;
     void *buf;
     size_t cap;
-    bool want_md; /* copy the md bin into meta.md (then lmca_meta_clear it) */
+    bool want_md; /* copy the md bin into meta.md */
+    bool hold;    /* with buf NULL: keep a one-record chunk's payload in `held`,
+                     to be placed by lmca_get_place once the caller has allocated
+                     a destination from the metadata (read once, not twice) */
     /* out */
     lmca_meta_t meta;
+    void *held;   /* the held payload (meta.tot_b bytes, malloc'd), or NULL */
 } lmca_get_t;
 
 /*
  * Reads and validates the meta record; when the chunk is one record and fits
- * `cap`, its payload lands in `buf` as well (nothing more to read).
+ * `cap`, its payload lands in `buf` as well (nothing more to read). With `hold`
+ * and no buffer, a one-record chunk's payload is kept in `held` instead.
  * @return LMCA_OK (meta filled; compare meta.tot_b with your buffer);
  *   LMCA_MISS; LMCA_EINVAL for a bad key or a NULL buf with cap > 0;
  *   LMCA_ENOMEM; transport errors.
  */
 LMCA_EXTERN int lmca_get_begin(lmca_t *h, lmca_get_t *g, lmca_err_t *err);
+
+/*
+ * Gives a begun get its destination (`cap` >= meta.tot_b). A held payload is
+ * copied there and released: the get is then whole, ready for lmca_get_end. A
+ * chunk of segments still needs lmca_get_segments.
+ * @return LMCA_OK, or LMCA_EINVAL when `cap` is below meta.tot_b or buf is NULL
+ *   with a payload to place.
+ */
+LMCA_EXTERN int lmca_get_place(lmca_get_t *g, void *buf, size_t cap, lmca_err_t *err);
+
+/* Frees what a get holds (its held payload and md). Safe on a zeroed get. */
+LMCA_EXTERN void lmca_get_release(lmca_get_t *g);
 
 /*
  * Begins `n` gets in batch calls (meta records with their inline payloads).

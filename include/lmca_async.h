@@ -47,9 +47,13 @@ typedef struct lmca_pool lmca_pool_t;
 typedef enum {
     LMCA_OP_GET = 1,    /* read each key's chunk into its buffer */
     LMCA_OP_SET = 2,    /* store each buffer under its key */
-    LMCA_OP_EXISTS = 3, /* per-key existence, one header-only batch read */
-    LMCA_OP_PREFIX = 4, /* count of leading hits, one header-only batch read */
-    LMCA_OP_DELETE = 5  /* remove each key's chunk */
+    LMCA_OP_EXISTS = 3, /* per-key presence, batch reads of the presence bins */
+    LMCA_OP_PREFIX = 4, /* count of leading hits, likewise */
+    LMCA_OP_DELETE = 5, /* remove each key's chunk */
+    LMCA_OP_STAT = 6,   /* read each key's metadata (md included) and hold a
+                           one-record chunk's payload: the completion's gets */
+    LMCA_OP_FILL = 7,   /* finish gets a STAT began, into the given buffers */
+    LMCA_OP_TOUCH = 8   /* refresh each key's TTL; with pin, never expire */
 } lmca_op;
 
 /*
@@ -71,9 +75,15 @@ typedef struct lmca_batch {
     lmca_prio prio;
     size_t n;
     const char *const *keys;
-    void *const *bufs;        /* GET: destinations; SET: sources; else NULL */
-    const size_t *lens;       /* their sizes */
+    void *const *bufs;        /* GET, FILL: destinations; SET: sources; else NULL */
+    const size_t *lens;       /* their sizes (FILL: at least each get's meta.tot_b) */
     const lmca_put_opts_t *opts; /* SET only: n entries, or NULL for defaults */
+    lmca_get_t *gets;         /* FILL only: the gets a STAT completion gave for
+                                 these keys. An accepted submit takes them over
+                                 (their held payloads and md): do not use or
+                                 release them after; a refused one leaves them
+                                 yours. Their key pointers are not used. */
+    bool pin;                 /* TOUCH: pin (never expire) instead of the default TTL */
     void *udata;              /* returned in the completion untouched */
 } lmca_batch_t;
 
@@ -82,9 +92,14 @@ typedef struct lmca_batch {
  *   GET     1 if the key's chunk was read whole into its buffer, whose size it
  *           must match exactly; 0 on a miss or an error
  *   SET     1 if stored
- *   EXISTS  1 if a ready chunk exists
+ *   EXISTS  1 if a chunk is present (lmca_exists)
  *   DELETE  1 if something was removed
  *   PREFIX  as EXISTS, for the keys looked up; `prefix` holds the count
+ *   STAT    1 if gets[i] holds a valid chunk's metadata (and, for a one-record
+ *           chunk, its payload): pass it to a FILL once a buffer of
+ *           gets[i].meta.tot_b bytes is allocated, or release it
+ *   FILL    1 if the chunk was placed whole into its buffer
+ *   TOUCH   1 if the chunk's records were touched
  * `status` is LMCA_OK when no key met an error (misses are not errors), else the
  * first error, described in `error` ("<STATUS NAME>: <message>"); LMCA_ECANCELED
  * after a shutdown.
@@ -97,6 +112,10 @@ typedef struct lmca_completion {
     size_t n;
     uint8_t *results;
     size_t prefix;
+    lmca_get_t *gets; /* STAT: n begun gets. What they hold is the caller's to
+                         take (copy a get and zero its held and meta.md) or to
+                         leave: lmca_completion_free releases what is left.
+                         Their key pointers point into the completion. */
     void *udata;
     struct lmca_completion *next; /* list link for lmca_pool_drain() */
 } lmca_completion_t;
@@ -129,7 +148,8 @@ LMCA_EXTERN int lmca_pool_submit(lmca_pool_t *p, const lmca_batch_t *batch, uint
  */
 LMCA_EXTERN lmca_completion_t *lmca_pool_drain(lmca_pool_t *p);
 
-/* Frees one completion (not the rest of its list). NULL is a no-op. */
+/* Frees one completion (not the rest of its list), and what its gets still
+   hold. NULL is a no-op. */
 LMCA_EXTERN void lmca_completion_free(lmca_completion_t *c);
 
 /* Counters since open. */

@@ -122,11 +122,24 @@ lmca_pool_destroy(lmca_pool_t *p)
  * Submitting.
  */
 
+/* A FILL's gets must come from a STAT, and their buffers hold the chunks. */
+static int
+check_fill(const lmca_batch_t *b, size_t i, lmca_err_t *err)
+{
+    const lmca_get_t *g = &b->gets[i];
+    if (g->meta.nseg == 0 || g->meta.tot_b > b->lens[i])
+        return lmca__fail(err, LMCA_EINVAL, 0,
+                          "submit: get %zu (\"%s\") %s: a buffer of %zu bytes for %llu", i,
+                          b->keys[i], g->meta.nseg ? "does not fit" : "was not begun by a STAT",
+                          b->lens[i], (unsigned long long)g->meta.tot_b);
+    return LMCA_OK;
+}
+
 static int
 check_batch(const lmca_batch_t *b, lmca_err_t *err)
 {
-    bool buffers = b->op == LMCA_OP_GET || b->op == LMCA_OP_SET;
-    if (b->op < LMCA_OP_GET || b->op > LMCA_OP_DELETE)
+    bool buffers = b->op == LMCA_OP_GET || b->op == LMCA_OP_SET || b->op == LMCA_OP_FILL;
+    if (b->op < LMCA_OP_GET || b->op > LMCA_OP_TOUCH)
         return lmca__fail(err, LMCA_EINVAL, 0, "submit: unknown op %d", (int)b->op);
     if ((unsigned)b->prio > LMCA_PRIO_PUT)
         return lmca__fail(err, LMCA_EINVAL, 0, "submit: unknown priority %d", (int)b->prio);
@@ -134,10 +147,13 @@ check_batch(const lmca_batch_t *b, lmca_err_t *err)
     if (b->n > LMCA_BATCH_MAX)
         return lmca__fail(err, LMCA_EINVAL, 0, "submit: %zu keys (at most %u)", b->n,
                           LMCA_BATCH_MAX);
-    if (b->n > 0 && (b->keys == NULL || (buffers && (b->bufs == NULL || b->lens == NULL))))
-        return lmca__fail(err, LMCA_EINVAL, 0, "submit: NULL keys, buffers or lengths");
+    if (b->n > 0 && (b->keys == NULL || (b->op == LMCA_OP_FILL && b->gets == NULL) ||
+                     (buffers && (b->bufs == NULL || b->lens == NULL))))
+        return lmca__fail(err, LMCA_EINVAL, 0, "submit: NULL keys, gets, buffers or lengths");
     for (size_t i = 0; i < b->n; i++) {
         int rc = lmca__check_key(b->keys[i], err);
+        if (rc == LMCA_OK && b->op == LMCA_OP_FILL)
+            rc = check_fill(b, i, err);
         if (rc != LMCA_OK)
             return rc;
         if (buffers && b->bufs[i] == NULL && b->lens[i] > 0)
@@ -153,29 +169,35 @@ default_band(lmca_op op)
     switch (op) {
     case LMCA_OP_EXISTS:
     case LMCA_OP_PREFIX:
+    case LMCA_OP_TOUCH: /* a lookup's lock: it must not wait behind loads */
         return LMCA_PRIO_PEEK;
     case LMCA_OP_GET:
+    case LMCA_OP_STAT:
+    case LMCA_OP_FILL:
         return LMCA_PRIO_GET;
     default:
         return LMCA_PRIO_PUT;
     }
 }
 
-/* One allocation: the job, key copies, buffers, lengths, options, key state.
-   Keys were checked (at most LMCA_KEY_MAX bytes, n at most LMCA_BATCH_MAX), so
-   the sizes are bounded; lmca__size still checks them. */
+/* One allocation: the job, key copies, buffers, lengths, options, key state,
+   and for STAT and FILL one get per key. Keys were checked (at most
+   LMCA_KEY_MAX bytes, n at most LMCA_BATCH_MAX), so the sizes are bounded;
+   lmca__size still checks them. */
 static lmca__job *
 job_new(lmca_pool_t *p, const lmca_batch_t *b)
 {
+    bool gets = b->op == LMCA_OP_STAT || b->op == LMCA_OP_FILL;
     size_t n = b->n, keybytes = 0;
     for (size_t i = 0; i < n; i++)
         keybytes += strlen(b->keys[i]) + 1;
-    size_t each = sizeof(char *) + sizeof(void *) + sizeof(size_t) + sizeof(lmca_put_opts_t) +
-                  sizeof(lmca__keystate) + 1;
+    size_t each = (gets ? sizeof(lmca_get_t) : 0) + sizeof(char *) + sizeof(void *) +
+                  sizeof(size_t) + sizeof(lmca_put_opts_t) + sizeof(lmca__keystate) + 1;
     lmca__job *job = lmca__calloc(1, lmca__size(n, each, sizeof(lmca__job) + keybytes));
     if (job == NULL)
         return NULL;
-    job->keys = (char **)(job + 1);
+    job->gets = gets ? (lmca_get_t *)(job + 1) : NULL;
+    job->keys = (char **)(gets ? (void *)(job->gets + n) : (void *)(job + 1));
     job->bufs = (void **)(job->keys + n);
     job->lens = (size_t *)(job->bufs + n);
     job->opts = (lmca_put_opts_t *)(job->lens + n);
@@ -190,14 +212,32 @@ job_new(lmca_pool_t *p, const lmca_batch_t *b)
         job->lens[i] = b->lens ? b->lens[i] : 0;
         if (b->opts)
             job->opts[i] = b->opts[i];
+        if (b->op == LMCA_OP_FILL)
+            job->gets[i] = b->gets[i];
+        if (gets) /* the job's key copy, whatever a STAT's completion left */
+            job->gets[i].key = job->keys[i], job->gets[i].hold = true,
+            job->gets[i].want_md = true;
     }
     job->pool = p;
     job->band = (b->prio ? (int)b->prio : default_band(b->op)) - 1;
+    job->pin = b->pin;
     job->c.op = b->op;
     job->c.n = n;
+    job->c.gets = b->op == LMCA_OP_STAT ? job->gets : NULL;
     job->c.udata = b->udata;
     atomic_flag_clear(&job->error_taken);
     return job;
+}
+
+/* An accepted FILL owns its gets now: the caller's copies let go of what they
+   held, so that releasing them is harmless. */
+static void
+take_gets(const lmca_batch_t *b)
+{
+    for (size_t i = 0; b->op == LMCA_OP_FILL && i < b->n; i++) {
+        b->gets[i].held = NULL;
+        b->gets[i].meta.md = NULL;
+    }
 }
 
 int
@@ -230,6 +270,7 @@ lmca_pool_submit(lmca_pool_t *p, const lmca_batch_t *b, uint64_t *id, lmca_err_t
         free(job);
         return lmca__fail(err, LMCA_ECANCELED, 0, "submit: the pool is shut down");
     }
+    take_gets(b);
     job->c.id = atomic_fetch_add(&p->next_id, 1);
     *id = job->c.id;
     atomic_fetch_add_explicit(&p->submitted, 1, memory_order_relaxed);
@@ -416,6 +457,11 @@ lmca_pool_drain(lmca_pool_t *p)
 void
 lmca_completion_free(lmca_completion_t *c)
 {
+    lmca__job *job = (lmca__job *)c;
+    if (c == NULL)
+        return;
+    for (size_t i = 0; job->gets != NULL && i < c->n; i++)
+        lmca_get_release(&job->gets[i]); /* what the caller did not take */
     free(c); /* the job, whose first member it is, with all its arrays */
 }
 

@@ -53,6 +53,8 @@ struct lmca__job {
     size_t *lens;
     lmca_put_opts_t *opts;
     lmca__keystate *ks;
+    lmca_get_t *gets;    /* STAT, FILL: one get per key (c.gets points here) */
+    bool pin;            /* TOUCH */
     atomic_size_t pending;
     atomic_bool canceled;
     atomic_flag error_taken;

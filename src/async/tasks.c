@@ -130,11 +130,24 @@ plan_set_key(lmca__job *job, size_t i, task_list *l, bool *small, lmca_err_t *er
     return LMCA_OK;
 }
 
+/* STAT, FILL, TOUCH and DELETE: a task per key (sizes are not known ahead). */
+static int
+plan_each_key(lmca__job *job, task_list *l, lmca_err_t *err)
+{
+    for (size_t i = 0; i < job->c.n; i++)
+        if (!add(l, job, LMCA__T_KEY, i, 1, 0))
+            return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory planning a batch");
+    return LMCA_OK;
+}
+
 static int
 plan_keys(lmca__job *job, task_list *l, lmca_err_t *err)
 {
     size_t n = job->c.n, run_start = 0, run_len = 0, small = 0;
     int rc = LMCA_OK;
+
+    if (job->c.op != LMCA_OP_GET && job->c.op != LMCA_OP_SET)
+        return plan_each_key(job, l, err);
 
     for (size_t i = 0; i < n; i++)
         small += job->c.op != LMCA_OP_DELETE && job->lens[i] <= threshold(job);
@@ -210,8 +223,10 @@ settle(lmca__job *job, size_t i, int rc, const lmca_err_t *err)
     job->c.results[i] = rc == LMCA_OK;
     if (rc < 0)
         lmca__job_error(job, rc, err->msg);
-    else if (rc == LMCA_OK && (job->c.op == LMCA_OP_GET || job->c.op == LMCA_OP_SET))
-        account(job, job->c.op == LMCA_OP_GET, job->lens[i]);
+    else if (rc == LMCA_OK && job->c.op == LMCA_OP_SET)
+        account(job, false, job->lens[i]);
+    else if (rc == LMCA_OK && (job->c.op == LMCA_OP_GET || job->c.op == LMCA_OP_FILL))
+        account(job, true, job->gets ? job->gets[i].meta.tot_b : job->lens[i]);
 }
 
 /* Settles keys [first, first + n) with one out-of-memory error. */
@@ -351,7 +366,7 @@ finish_key(lmca__job *job, size_t i)
     lmca_err_t err = {0};
     int rc = atomic_load(&ks->failed);
 
-    if (job->c.op == LMCA_OP_GET) {
+    if (job->c.op != LMCA_OP_SET) { /* GET, FILL */
         settle(job, i, rc == LMCA_OK ? lmca_get_end(h, ks->get) : rc, &err);
         return;
     }
@@ -391,21 +406,67 @@ run_segment(lmca__task *t)
     lmca_err_t err = {0};
     int rc;
 
-    if (job->c.op == LMCA_OP_GET)
-        rc = lmca_get_segments(h, ks->get, t->segment, (uint32_t)t->count, &err);
-    else
+    if (job->c.op == LMCA_OP_SET)
         rc = lmca_put_segments(h, ks->put, t->segment, (uint32_t)t->count, &err);
+    else /* GET, FILL */
+        rc = lmca_get_segments(h, ks->get, t->segment, (uint32_t)t->count, &err);
     if (rc < 0)
         lmca__job_error(job, rc, err.msg);
     part_done(job, t->first, rc);
+}
+
+/* FILL key i: place the held payload, or read the segments into the buffer. */
+static void
+run_fill(lmca__job *job, size_t i)
+{
+    lmca_get_t *g = &job->gets[i];
+    lmca_err_t err = {0};
+    int rc = lmca_get_place(g, job->bufs[i], job->lens[i], &err);
+
+    if (rc == LMCA_OK && g->meta.nseg > 1) {
+        start_segments(job, i, g);
+        return;
+    }
+    settle(job, i, rc == LMCA_OK ? lmca_get_end(job->pool->h, g) : rc, &err);
+}
+
+/* A task of one key. */
+static void
+run_key(lmca__task *t)
+{
+    lmca__job *job = t->job;
+    lmca_t *h = job->pool->h;
+    lmca_err_t err = {0};
+    size_t i = t->first;
+    int rc;
+
+    switch (job->c.op) {
+    case LMCA_OP_GET:
+        run_get_key(t);
+        return;
+    case LMCA_OP_FILL:
+        run_fill(job, i);
+        return;
+    case LMCA_OP_STAT:
+        rc = lmca_get_begin(h, &job->gets[i], &err);
+        break;
+    case LMCA_OP_SET:
+        rc = lmca_put(h, job->keys[i], job->bufs[i], job->lens[i], &job->opts[i], &err);
+        break;
+    case LMCA_OP_TOUCH:
+        rc = lmca_touch(h, job->keys[i], job->pin, &err);
+        break;
+    default: /* DELETE */
+        rc = lmca_remove(h, job->keys[i], &err);
+        break;
+    }
+    settle(job, i, rc, &err);
 }
 
 void
 lmca__run(lmca__task *t)
 {
     lmca__job *job = t->job;
-    lmca_err_t err = {0};
-    size_t i = t->first;
 
     switch (t->kind) {
     case LMCA__T_SEGMENT:
@@ -420,15 +481,7 @@ lmca__run(lmca__task *t)
             run_lookup_tile(t);
         return;
     case LMCA__T_KEY:
-        break;
+        run_key(t);
+        return;
     }
-    if (job->c.op == LMCA_OP_GET)
-        run_get_key(t);
-    else if (job->c.op == LMCA_OP_SET)
-        settle(job, i,
-               lmca_put(job->pool->h, job->keys[i], job->bufs[i], job->lens[i], &job->opts[i],
-                        &err),
-               &err);
-    else
-        settle(job, i, lmca_remove(job->pool->h, job->keys[i], &err), &err);
 }

@@ -158,20 +158,75 @@ check_get(const lmca_get_t *g, lmca_err_t *err)
     return rc;
 }
 
+/* Reading `g`'s meta record into `rd`: the payload goes to g->buf, or with
+   `hold` and no buffer to a new one of its size. */
+static lmca__read
+begin_read(lmca_get_t *g, lmca__meta_reader *r)
+{
+    g->held = NULL;
+    lmca__meta_begin(r, &g->meta, g->want_md ? LMCA__WANT_MD : 0);
+    return (lmca__read){.dst = g->buf, .cap = g->buf ? g->cap : 0,
+                        .alloc = g->hold && g->buf == NULL, .cb = lmca__meta_bin, .udata = r};
+}
+
+/* The verdict on a begun get; keeps a held payload of a valid one-record chunk
+   and frees it otherwise. */
+static int
+begin_done(lmca_t *h, lmca_get_t *g, const char *mkey, lmca__meta_reader *r, lmca__read *rd,
+           lmca_err_t *err)
+{
+    int rc = meta_done(h, g->key, mkey, r, rd, true, err);
+    if (rc == LMCA_OK && rd->nomem)
+        rc = lmca__fail(err, LMCA_ENOMEM, 0, "out of memory holding the %zu bytes of \"%s\"",
+                        rd->len, g->key);
+    if (rd->alloc && rc == LMCA_OK && g->meta.nseg == 1)
+        g->held = rd->dst;
+    else if (rd->alloc)
+        free(rd->dst);
+    if (rc != LMCA_OK)
+        lmca_meta_clear(&g->meta);
+    return rc;
+}
+
 int
 lmca_get_begin(lmca_t *h, lmca_get_t *g, lmca_err_t *err)
 {
     char mkey[LMCA__RECKEY_SIZE];
     lmca__meta_reader r;
-    lmca__read rd = {.dst = g->buf, .cap = g->buf ? g->cap : 0, .cb = lmca__meta_bin, .udata = &r};
+    lmca__read rd = begin_read(g, &r);
     int rc;
 
-    lmca__meta_begin(&r, &g->meta, g->want_md ? LMCA__WANT_MD : 0);
     if ((rc = check_get(g, err)) != LMCA_OK)
         return rc;
     lmca__meta_key(mkey, g->key);
     lmca__wire_read(h->wire, mkey, NULL, "b", &rd, err);
-    return meta_done(h, g->key, mkey, &r, &rd, true, err);
+    return begin_done(h, g, mkey, &r, &rd, err);
+}
+
+int
+lmca_get_place(lmca_get_t *g, void *buf, size_t cap, lmca_err_t *err)
+{
+    if (cap < g->meta.tot_b || (buf == NULL && g->meta.tot_b > 0))
+        return lmca__fail(err, LMCA_EINVAL, 0, "get \"%s\": a buffer of %zu bytes for %llu",
+                          g->key, buf ? cap : 0, (unsigned long long)g->meta.tot_b);
+    g->buf = buf;
+    g->cap = cap;
+    if (g->held != NULL) {
+        memcpy(buf, g->held, g->meta.tot_b);
+        free(g->held);
+        g->held = NULL;
+    }
+    return LMCA_OK;
+}
+
+void
+lmca_get_release(lmca_get_t *g)
+{
+    if (g == NULL)
+        return;
+    free(g->held);
+    g->held = NULL;
+    lmca_meta_clear(&g->meta);
 }
 
 /* Begins gets [0, n) in one batch call. */
@@ -189,14 +244,12 @@ begin_group(lmca_t *h, lmca_get_t *gs, size_t n, int *results, lmca_err_t *err)
     }
     for (size_t i = 0; i < n; i++) {
         lmca__meta_key(mkeys[i], gs[i].key);
-        lmca__meta_begin(&b.readers[i], &gs[i].meta, gs[i].want_md ? LMCA__WANT_MD : 0);
-        b.rds[i] = (lmca__read){.dst = gs[i].buf, .cap = gs[i].buf ? gs[i].cap : 0,
-                                .cb = lmca__meta_bin, .udata = &b.readers[i]};
+        b.rds[i] = begin_read(&gs[i], &b.readers[i]);
     }
     rc = lmca__wire_read_many(h->wire, (const char *const *)mkeys, n, NULL, "b", b.rds, err);
     for (size_t i = 0; i < n; i++) {
-        results[i] = meta_done(h, gs[i].key, mkeys[i], &b.readers[i], &b.rds[i], true,
-                               rc == LMCA_OK ? err : NULL);
+        results[i] = begin_done(h, &gs[i], mkeys[i], &b.readers[i], &b.rds[i],
+                                rc == LMCA_OK ? err : NULL);
         if (rc == LMCA_OK && results[i] < 0)
             rc = results[i];
     }
@@ -213,8 +266,8 @@ lmca_get_begin_many(lmca_t *h, lmca_get_t *gs, size_t n, int *results, lmca_err_
         rc = lmca__fail(err, LMCA_EINVAL, 0, "batch get: %zu keys (at most %u)", n,
                         LMCA_BATCH_MAX);
     for (size_t i = 0; rc == LMCA_OK && i < n; i++) {
-        lmca_meta_t *m = &gs[i].meta;
-        memset(m, 0, sizeof *m);
+        memset(&gs[i].meta, 0, sizeof gs[i].meta);
+        gs[i].held = NULL;
         rc = check_get(&gs[i], err);
     }
     if (rc != LMCA_OK) { /* a bad argument: nothing is read, every row says so */

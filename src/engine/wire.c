@@ -389,6 +389,10 @@ take_record(const as_record *rec, const char *payload, lmca__read *r)
             r->found = true;
             r->blob = b.type == LMCA__BLOB;
             r->len = b.len;
+            if (r->blob && r->dst == NULL && r->alloc && b.len > 0) {
+                r->nomem = (r->dst = lmca__malloc(b.len)) == NULL;
+                r->cap = r->nomem ? 0 : b.len;
+            }
             if (r->blob && b.len <= r->cap && b.len > 0)
                 memcpy(r->dst, b.p, b.len); /* the one copy libaerospike's API leaves us */
         } else if (r->cb != NULL) {
@@ -402,7 +406,7 @@ take_record(const as_record *rec, const char *payload, lmca__read *r)
 static void
 read_reset(lmca__read *r)
 {
-    r->found = r->blob = false;
+    r->found = r->blob = r->nomem = false;
     r->len = 0;
     r->ttl = 0;
     r->result = LMCA_OK;

@@ -39,7 +39,9 @@ typedef void (*lmca__bin_cb)(void *udata, const lmca__bin *bin);
 /* One record to read: where its payload bin goes and who decodes the others. */
 typedef struct lmca__read {
     void *dst;          /* the payload bin is copied here when it is a blob of */
-    size_t cap;         /* at most `cap` bytes */
+    size_t cap;         /* at most `cap` bytes; */
+    bool alloc;         /* or, with dst NULL, into a new lmca__malloc'd dst of its
+                           size (the caller frees it; nomem says it failed) */
     lmca__bin_cb cb;    /* may be NULL */
     void *udata;
     /* out */
@@ -47,6 +49,7 @@ typedef struct lmca__read {
     bool blob;          /* ... and is a blob */
     size_t len;         /* its size, also when it was not copied */
     uint32_t ttl;       /* seconds left; 0xFFFFFFFF never expires */
+    bool nomem;         /* alloc failed */
     int result;         /* LMCA_OK, LMCA_MISS (no record) or an error */
 } lmca__read;
 

@@ -125,7 +125,8 @@ TEST(batches_complete_with_enomem_at_every_allocation)
     const char *keys[N];
     void *in[N], *out[N];
     lmca_err_t err = {0};
-    static const lmca_op ops[] = {LMCA_OP_SET, LMCA_OP_GET, LMCA_OP_PREFIX, LMCA_OP_DELETE};
+    static const lmca_op ops[] = {LMCA_OP_SET,   LMCA_OP_GET,   LMCA_OP_STAT,
+                                  LMCA_OP_TOUCH, LMCA_OP_PREFIX, LMCA_OP_DELETE};
 
     ASSERT_RC(lmca_pool_open(h, 3, &p, &err), LMCA_OK, &err);
     for (int i = 0; i < N; i++) {

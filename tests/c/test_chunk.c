@@ -492,6 +492,55 @@ TEST(batch_get_sets_every_result_when_it_fails_early)
     lmca_close(h);
 }
 
+/* Metadata first, destination later: what a caller that allocates from the md
+   blob needs, without reading a one-record chunk twice. */
+TEST(held_gets_place_the_payload_after_the_metadata)
+{
+    lmca_t *h = th_open("small");
+    size_t small = 3000, big = 2 * MIB;
+    uint8_t *a = malloc(small), *b = malloc(big), *out = malloc(big), md[20];
+    const char *keys[2] = {th_key("held"), th_key("held")};
+    lmca_put_opts_t o = {.md = md, .md_len = sizeof md};
+    lmca_get_t gs[2] = {{.key = keys[0], .hold = true, .want_md = true},
+                        {.key = keys[1], .hold = true, .want_md = true}};
+    int results[2];
+    long long reads;
+    lmca_err_t err = {0};
+
+    th_fill(a, small, 1);
+    th_fill(b, big, 2);
+    th_fill(md, sizeof md, 3);
+    ASSERT_RC(lmca_put(h, keys[0], a, small, &o, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_put(h, keys[1], b, big, &o, &err), LMCA_OK, &err);
+    reads = th_fixture_stat("reads"); /* -1 on a real server */
+    ASSERT_RC(lmca_get_begin(h, &gs[0], &err), LMCA_OK, &err);
+    ASSERT(gs[0].held != NULL && gs[0].meta.tot_b == small);
+    ASSERT(gs[0].meta.md != NULL && memcmp(gs[0].meta.md, md, sizeof md) == 0);
+    ASSERT_RC(lmca_get_place(&gs[0], out, small - 1, &err), LMCA_EINVAL, &err);
+    ASSERT_RC(lmca_get_place(&gs[0], out, big, &err), LMCA_OK, &err);
+    ASSERT(gs[0].held == NULL && memcmp(out, a, small) == 0);
+    ASSERT_RC(lmca_get_end(h, &gs[0]), LMCA_OK, &err);
+    if (reads >= 0) /* the payload came with the metadata: one read */
+        ASSERT_EQ(th_fixture_stat("reads") - reads, 1);
+    lmca_get_release(&gs[0]);
+    /* A chunk of segments holds nothing: its segments go to the placed buffer. */
+    ASSERT_RC(lmca_get_begin_many(h, &gs[1], 1, results, &err), LMCA_OK, &err);
+    ASSERT(results[0] == LMCA_OK && gs[1].held == NULL && gs[1].meta.nseg == 3);
+    ASSERT_RC(lmca_get_place(&gs[1], out, big, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_get_segments(h, &gs[1], 0, 3, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_get_end(h, &gs[1]), LMCA_OK, &err);
+    ASSERT(memcmp(out, b, big) == 0);
+    lmca_get_release(&gs[1]);
+    /* A miss holds nothing either. */
+    lmca_get_t miss = {.key = th_key("absent"), .hold = true};
+    ASSERT_RC(lmca_get_begin(h, &miss, &err), LMCA_MISS, &err);
+    ASSERT(miss.held == NULL);
+    free(a);
+    free(b);
+    free(out);
+    lmca_close(h);
+}
+
 TEST(crc32_is_zlibs)
 {
     ASSERT_EQ(lmca_crc32("hello", 5), 0x3610a686); /* zlib crc32("hello") */
@@ -603,6 +652,7 @@ TEST_LIST = {
     T(small_chunks_in_batch_calls),
     T(batch_commit_refuses_puts_that_need_segments),
     T(batch_get_sets_every_result_when_it_fails_early),
+    T(held_gets_place_the_payload_after_the_metadata),
     T(crc32_is_zlibs),
     T(meta_is_small_and_md_allocated_only_when_asked),
     T(touch_batches_the_segments),

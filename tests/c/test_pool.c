@@ -349,6 +349,94 @@ TEST(shutdown_aborts_puts_cut_short)
     lmca_close(h);
 }
 
+/* STAT reads the metadata (md included) and holds a small chunk's payload;
+   FILL places it, or reads the segments, into buffers sized from the metadata.
+   A small chunk is read once. */
+TEST(stat_then_fill_reads_each_chunk_once)
+{
+    lmca_t *h = th_open("small");
+    lmca_pool_t *p = NULL;
+    const char *keys[3] = {th_key("stat"), th_key("stat"), th_key("absent")};
+    size_t lens[2] = {1000, 3 * MIB};
+    void *in[2] = {malloc(lens[0]), malloc(lens[1])};
+    lmca_put_opts_t opts[2] = {{.md = "md-small", .md_len = 8}, {.md = "md-big", .md_len = 6}};
+    lmca_batch_t set = {.op = LMCA_OP_SET, .n = 2, .keys = keys, .bufs = in, .lens = lens,
+                        .opts = opts};
+    lmca_batch_t stat = {.op = LMCA_OP_STAT, .n = 3, .keys = keys};
+    lmca_get_t gets[2];
+    lmca_err_t err = {0};
+    uint64_t id;
+
+    for (int i = 0; i < 2; i++)
+        th_fill(in[i], lens[i], (uint32_t)i + 60);
+    ASSERT_RC(lmca_pool_open(h, 2, &p, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_pool_submit(p, &set, &id, &err), LMCA_OK, &err);
+    lmca_completion_free(wait_for(p, id, NULL, NULL));
+    long long reads = th_fixture_stat("reads"); /* -1 on a real server */
+    ASSERT_RC(lmca_pool_submit(p, &stat, &id, &err), LMCA_OK, &err);
+    lmca_completion_t *c = wait_for(p, id, NULL, NULL);
+    ASSERT_DONE_OK(c);
+    ASSERT(c->results[0] && c->results[1] && !c->results[2] && c->gets != NULL);
+    ASSERT(c->gets[0].held != NULL && c->gets[1].held == NULL && c->gets[1].meta.nseg == 4);
+    for (int i = 0; i < 2; i++) {
+        ASSERT(memcmp(c->gets[i].meta.md, opts[i].md, opts[i].md_len) == 0);
+        gets[i] = c->gets[i]; /* take them: the completion lets go */
+        c->gets[i].held = NULL, c->gets[i].meta.md = NULL;
+    }
+    lmca_completion_free(c);
+
+    void *out[2] = {malloc(lens[0]), malloc(lens[1] + 100)};
+    size_t caps[2] = {lens[0] - 1, lens[1] + 100};
+    lmca_batch_t fill = {.op = LMCA_OP_FILL, .n = 2, .keys = keys, .gets = gets, .bufs = out,
+                         .lens = caps};
+    ASSERT_RC(lmca_pool_submit(p, &fill, &id, &err), LMCA_EINVAL, &err); /* 999 < 1000 */
+    ASSERT(gets[0].held != NULL); /* a refused FILL leaves the gets to the caller */
+    caps[0] = lens[0];
+    ASSERT_RC(lmca_pool_submit(p, &fill, &id, &err), LMCA_OK, &err);
+    ASSERT(gets[0].held == NULL && gets[0].meta.md == NULL); /* taken over */
+    c = wait_for(p, id, NULL, NULL);
+    ASSERT_DONE_OK(c);
+    ASSERT(c->results[0] && c->results[1]);
+    lmca_completion_free(c);
+    for (int i = 0; i < 2; i++) {
+        ASSERT(memcmp(out[i], in[i], lens[i]) == 0);
+        lmca_get_release(&gets[i]); /* harmless: nothing is left in them */
+    }
+    if (reads >= 0) /* three meta records and the four segments of the big one */
+        ASSERT_EQ(th_fixture_stat("reads") - reads, 3 + 4);
+    lmca_pool_destroy(p);
+    for (int i = 0; i < 2; i++)
+        free(in[i]), free(out[i]);
+    lmca_close(h);
+}
+
+TEST(touch_pins_through_the_pool)
+{
+    lmca_t *h = th_open("small");
+    lmca_pool_t *p = NULL;
+    const char *keys[2] = {th_key("touch"), th_key("absent")};
+    size_t len = 2 * MIB;
+    void *buf = calloc(1, len);
+    lmca_batch_t touch = {.op = LMCA_OP_TOUCH, .n = 2, .keys = keys, .pin = true};
+    lmca_meta_t m;
+    lmca_err_t err = {0};
+    uint64_t id;
+
+    ASSERT_RC(lmca_put(h, keys[0], buf, len, NULL, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_pool_open(h, 2, &p, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_pool_submit(p, &touch, &id, &err), LMCA_OK, &err);
+    lmca_completion_t *c = wait_for(p, id, NULL, NULL);
+    ASSERT_DONE_OK(c);
+    ASSERT(c->results[0] == 1 && c->results[1] == 0);
+    lmca_completion_free(c);
+    ASSERT_RC(lmca_stat(h, keys[0], &m, &err), LMCA_OK, &err);
+    ASSERT(m.pin && m.ttl == UINT32_MAX);
+    lmca_meta_clear(&m);
+    lmca_pool_destroy(p);
+    free(buf);
+    lmca_close(h);
+}
+
 TEST(huge_batches_are_refused_before_reading_keys)
 {
     lmca_t *h = th_open("lmcache");
@@ -475,6 +563,8 @@ TEST_LIST = {
     T(server_errors_fail_the_batch_but_keep_per_key_results),
     T(destroy_and_close_leave_no_thread_behind),
     T(shutdown_aborts_puts_cut_short),
+    T(stat_then_fill_reads_each_chunk_once),
+    T(touch_pins_through_the_pool),
     T(huge_batches_are_refused_before_reading_keys),
     T(set_carries_pin_md_and_tags),
     T(empty_payloads_are_chunks_on_every_surface),
