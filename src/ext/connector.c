@@ -10,6 +10,7 @@
  * network, and no worker thread ever touches a Python object.
  */
 #include "connector.h"
+#include "pending.h"
 
 #include <unistd.h>
 
@@ -356,24 +357,71 @@ key_array(ext_state *st, PyObject *seq, Py_ssize_t n)
     return ks;
 }
 
+/* What one submit_batch_* call asks for. */
+typedef struct {
+    lmca_op op;
+    PyObject *keys;
+    PyObject *bufs;           /* GET, SET, FILL */
+    const set_options *opts;  /* SET, or NULL */
+    PyObject *pendings;       /* FILL: Pending objects of a STAT */
+    bool pin;                 /* TOUCH */
+} submit_args;
+
+/* A FILL's gets: copies of its Pendings' (not yet consumed, each once). */
+static lmca_get_t *
+pending_gets(ext_state *st, PyObject *pendings, Py_ssize_t n, PyObject **seq_out)
+{
+    PyObject *seq = sequence_of(st, pendings, n, "pendings");
+    lmca_get_t *gets;
+    char msg[160];
+
+    if (seq == NULL)
+        return NULL;
+    if ((gets = PyMem_Calloc((size_t)(n ? n : 1), sizeof *gets)) == NULL) {
+        Py_DECREF(seq);
+        return (lmca_get_t *)PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        const lmca_get_t *g = ext_pending_check(st, item) ? ext_pending_get((ext_pending *)item)
+                                                          : NULL;
+        for (Py_ssize_t k = 0; g != NULL && k < i; k++)
+            if (PySequence_Fast_GET_ITEM(seq, k) == item)
+                g = NULL; /* twice: its payload would be placed, and freed, twice */
+        if (g == NULL) {
+            snprintf(msg, sizeof msg, "pending %zd: %s", i,
+                     ext_pending_check(st, item) ? "already handed to a fill"
+                                                 : "expected a Pending of a stat");
+            ext_raise(st, LMCA_EINVAL, 0, msg);
+            PyMem_Free(gets);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        gets[i] = *g;
+    }
+    *seq_out = seq;
+    return gets;
+}
+
 static PyObject *
-submit(Connector *self, lmca_op op, PyObject *keys, PyObject *bufs, const set_options *opts)
+submit(Connector *self, const submit_args *a)
 {
     ext_state *st = ext_state_of_connector(self);
-    bool with_buffers = op == LMCA_OP_GET || op == LMCA_OP_SET;
+    bool with_buffers = a->op == LMCA_OP_GET || a->op == LMCA_OP_SET || a->op == LMCA_OP_FILL;
     lmca_err_t err = {0};
     uint64_t id = 0;
     void **ptrs = NULL;
     size_t *lens = NULL;
     inflight *f = NULL;
     const char **ks = NULL;
-    PyObject *seq;
+    lmca_get_t *gets = NULL;
+    PyObject *seq, *pending_seq = NULL;
     int rc = -1;
 
-    if (ext_check_open(self) < 0 || (seq = ext_key_list(st, keys)) == NULL)
+    if (ext_check_open(self) < 0 || (seq = ext_key_list(st, a->keys)) == NULL)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    size_t nviews = (size_t)n * (opts && opts->mds ? 2 : 1);
+    size_t nviews = (size_t)n * (a->opts && a->opts->mds ? 2 : 1);
     if ((ks = key_array(st, seq, n)) == NULL)
         goto out;
     f = PyMem_Calloc(1, sizeof *f + nviews * sizeof(Py_buffer));
@@ -383,16 +431,17 @@ submit(Connector *self, lmca_op op, PyObject *keys, PyObject *bufs, const set_op
         PyErr_NoMemory();
         goto out;
     }
-    if ((with_buffers && take_buffers(st, f, bufs, n, op == LMCA_OP_GET) < 0) ||
-        (opts && take_options(st, f, opts, n) < 0))
+    if ((with_buffers && take_buffers(st, f, a->bufs, n, a->op != LMCA_OP_SET) < 0) ||
+        (a->opts && take_options(st, f, a->opts, n) < 0) ||
+        (a->op == LMCA_OP_FILL && (gets = pending_gets(st, a->pendings, n, &pending_seq)) == NULL))
         goto out;
     for (Py_ssize_t i = 0; with_buffers && i < n; i++) {
         ptrs[i] = f->views[i].buf;
         lens[i] = (size_t)f->views[i].len;
     }
-    lmca_batch_t b = {.op = op, .n = (size_t)n, .keys = ks,
+    lmca_batch_t b = {.op = a->op, .n = (size_t)n, .keys = ks,
                       .bufs = with_buffers ? ptrs : NULL, .lens = with_buffers ? lens : NULL,
-                      .opts = f->opts, .udata = f};
+                      .opts = f->opts, .gets = gets, .pin = a->pin, .udata = f};
     /* Never waits for I/O: the pool copies the keys and queues the work. Nothing
        above ran Python code since ext_check_open that could close us: buffer
        exports of Python classes could, so check again. */
@@ -402,6 +451,8 @@ submit(Connector *self, lmca_op op, PyObject *keys, PyObject *bufs, const set_op
         ext_raise_err(st, &err);
         goto out;
     }
+    for (Py_ssize_t i = 0; pending_seq && i < n; i++) /* the FILL owns their payloads */
+        ext_pending_consume((ext_pending *)PySequence_Fast_GET_ITEM(pending_seq, i));
     f = NULL; /* the completion owns it now */
     rc = 0;
 out:
@@ -409,6 +460,8 @@ out:
     PyMem_Free(ks);
     PyMem_Free(ptrs);
     PyMem_Free(lens);
+    PyMem_Free(gets);
+    Py_XDECREF(pending_seq);
     Py_DECREF(seq);
     return rc == 0 ? PyLong_FromUnsignedLongLong(id) : NULL;
 }
@@ -426,43 +479,84 @@ two_args(const char *name, Py_ssize_t nargs)
 static PyObject *
 submit_batch_get(Connector *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    return two_args("submit_batch_get", nargs) ? submit(self, LMCA_OP_GET, args[0], args[1], NULL)
-                                                : NULL;
+    submit_args a = {.op = LMCA_OP_GET, .keys = args[0], .bufs = nargs > 1 ? args[1] : NULL};
+    return two_args("submit_batch_get", nargs) ? submit(self, &a) : NULL;
 }
 
 static PyObject *
 submit_batch_set(Connector *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"keys", "buffers", "mds", "pin", "serde", "ttl_class", NULL};
-    PyObject *keys, *bufs;
     set_options o = {NULL};
+    submit_args a = {.op = LMCA_OP_SET};
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OpO!O!:submit_batch_set", kwlist, &keys,
-                                     &bufs, &o.mds, &o.pin, &PyUnicode_Type, &o.serde,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OpO!O!:submit_batch_set", kwlist, &a.keys,
+                                     &a.bufs, &o.mds, &o.pin, &PyUnicode_Type, &o.serde,
                                      &PyUnicode_Type, &o.ttl_class))
         return NULL;
     if (o.mds == Py_None)
         o.mds = NULL;
-    bool plain = !o.mds && !o.pin && !o.serde && !o.ttl_class;
-    return submit(self, LMCA_OP_SET, keys, bufs, plain ? NULL : &o);
+    a.opts = !o.mds && !o.pin && !o.serde && !o.ttl_class ? NULL : &o;
+    return submit(self, &a);
+}
+
+static PyObject *
+submit_keys(Connector *self, lmca_op op, PyObject *keys)
+{
+    submit_args a = {.op = op, .keys = keys};
+    return submit(self, &a);
 }
 
 static PyObject *
 submit_batch_exists(Connector *self, PyObject *keys)
 {
-    return submit(self, LMCA_OP_EXISTS, keys, NULL, NULL);
+    return submit_keys(self, LMCA_OP_EXISTS, keys);
 }
 
 static PyObject *
 submit_batch_prefix(Connector *self, PyObject *keys)
 {
-    return submit(self, LMCA_OP_PREFIX, keys, NULL, NULL);
+    return submit_keys(self, LMCA_OP_PREFIX, keys);
 }
 
 static PyObject *
 submit_batch_delete(Connector *self, PyObject *keys)
 {
-    return submit(self, LMCA_OP_DELETE, keys, NULL, NULL);
+    return submit_keys(self, LMCA_OP_DELETE, keys);
+}
+
+static PyObject *
+submit_batch_stat(Connector *self, PyObject *keys)
+{
+    return submit_keys(self, LMCA_OP_STAT, keys);
+}
+
+static PyObject *
+submit_batch_fill(Connector *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    submit_args a = {.op = LMCA_OP_FILL};
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError,
+                     "submit_batch_fill() takes 3 positional arguments (keys, pendings, "
+                     "buffers), %zd given",
+                     nargs);
+        return NULL;
+    }
+    a.keys = args[0], a.pendings = args[1], a.bufs = args[2];
+    return submit(self, &a);
+}
+
+static PyObject *
+submit_batch_touch(Connector *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"keys", "pin", NULL};
+    int pin = 0;
+    submit_args a = {.op = LMCA_OP_TOUCH};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$p:submit_batch_touch", kwlist, &a.keys,
+                                     &pin))
+        return NULL;
+    a.pin = pin;
+    return submit(self, &a);
 }
 
 static PyObject *
@@ -473,15 +567,34 @@ event_fd(Connector *self, PyObject *Py_UNUSED(ignored))
     return PyLong_FromLong(lmca_pool_fd(self->pool));
 }
 
+/* Per-key results: bools, or for a STAT a Pending (or None) per key, which
+   takes over what the get holds. */
+static PyObject *
+results_list(ext_state *st, lmca_completion_t *c)
+{
+    PyObject *results = PyList_New((Py_ssize_t)c->n), *item;
+    for (size_t i = 0; results != NULL && i < c->n; i++) {
+        if (c->op != LMCA_OP_STAT)
+            item = Py_NewRef(c->results[i] ? Py_True : Py_False);
+        else if (c->results[i])
+            item = ext_pending_new(st, &c->gets[i]);
+        else
+            item = Py_NewRef(Py_None);
+        if (item == NULL)
+            Py_CLEAR(results);
+        else
+            PyList_SET_ITEM(results, (Py_ssize_t)i, item);
+    }
+    return results;
+}
+
 /* (future_id, ok, error, per-key results) for one completion. */
 static PyObject *
-completion_tuple(const lmca_completion_t *c)
+completion_tuple(ext_state *st, lmca_completion_t *c)
 {
-    PyObject *results = PyList_New((Py_ssize_t)c->n);
+    PyObject *results = results_list(st, c);
     if (results == NULL)
         return NULL;
-    for (size_t i = 0; i < c->n; i++)
-        PyList_SET_ITEM(results, (Py_ssize_t)i, Py_NewRef(c->results[i] ? Py_True : Py_False));
     return Py_BuildValue("(KOsN)", (unsigned long long)c->id,
                          c->status == LMCA_OK ? Py_True : Py_False,
                          c->status == LMCA_OK ? "" : c->error, results);
@@ -490,13 +603,13 @@ completion_tuple(const lmca_completion_t *c)
 /* Turns drained completions into tuples (appended to `out`, if not NULL),
    releasing their buffers and freeing them whatever happens. */
 static int
-settle_completions(lmca_completion_t *c, PyObject *out)
+settle_completions(ext_state *st, lmca_completion_t *c, PyObject *out)
 {
     int rc = 0;
     while (c) {
         lmca_completion_t *next = c->next;
         if (out && rc == 0) {
-            PyObject *t = completion_tuple(c);
+            PyObject *t = completion_tuple(st, c);
             rc = t == NULL || PyList_Append(out, t) < 0 ? -1 : 0;
             Py_XDECREF(t);
         }
@@ -518,7 +631,7 @@ drain_completions(Connector *self, PyObject *Py_UNUSED(ignored))
     }
     if ((out = PyList_New(0)) == NULL)
         return NULL;
-    if (settle_completions(lmca_pool_drain(self->pool), out) < 0)
+    if (settle_completions(ext_state_of_connector(self), lmca_pool_drain(self->pool), out) < 0)
         Py_CLEAR(out);
     ext_log_sink_flush(self->logs); /* what the workers noticed */
     return out;
@@ -542,7 +655,8 @@ connector_close(Connector *self, PyObject *Py_UNUSED(ignored))
     lmca_pool_shutdown(self->pool);
     Py_END_ALLOW_THREADS
     self->leftovers = PyList_New(0);
-    int rc = settle_completions(lmca_pool_drain(self->pool), self->leftovers);
+    int rc = settle_completions(ext_state_of_connector(self), lmca_pool_drain(self->pool),
+                                self->leftovers);
     Py_BEGIN_ALLOW_THREADS
     lmca_pool_destroy(self->pool);
     lmca_close(self->h);
@@ -595,6 +709,16 @@ static PyMethodDef connector_methods[] = {
      "submit_batch_prefix(keys) -> int: per-key presence; the hit prefix is the leading Trues."},
     {"submit_batch_delete", (PyCFunction)submit_batch_delete, METH_O,
      "submit_batch_delete(keys) -> int: remove each key."},
+    {"submit_batch_stat", (PyCFunction)submit_batch_stat, METH_O,
+     "submit_batch_stat(keys) -> int: read each chunk's metadata (and hold a one-record "
+     "chunk's payload); the completion's results are a Pending or None per key."},
+    {"submit_batch_fill", (PyCFunction)(void (*)(void))submit_batch_fill, METH_FASTCALL,
+     "submit_batch_fill(keys, pendings, buffers) -> int: finish the stats' gets into writable "
+     "buffers of at least each Pending's nbytes; the pendings are consumed."},
+    {"submit_batch_touch", (PyCFunction)(void (*)(void))submit_batch_touch,
+     METH_VARARGS | METH_KEYWORDS,
+     "submit_batch_touch(keys, *, pin=False) -> int: refresh each chunk's TTL (pin: never "
+     "expire)."},
     {"drain_completions", (PyCFunction)drain_completions, METH_NOARGS,
      "drain_completions() -> list[(future_id, ok, error, list[bool])]; releases their buffers "
      "and clears the event fd."},

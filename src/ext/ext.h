@@ -1,6 +1,6 @@
 /*
- * ext.h - the CPython extension lmcache_aerospike._native, shared between
- * module.c (module state, exceptions) and connector.c (the Connector type).
+ * ext.h - the CPython extension lmcache_aerospike._native: the module state and
+ * the exceptions (module.c), shared by the types (connector.c, pending.c).
  */
 #ifndef LMCA_EXT_H
 #define LMCA_EXT_H
@@ -19,6 +19,7 @@ enum { LMCA_N_STATUSES = 0 LMCA_STATUS_MAP(LMCA__COUNT_ONE) };
 
 typedef struct {
     PyTypeObject *connector_type;
+    PyTypeObject *pending_type;
     PyObject *error;                       /* lmcache_aerospike._native.Error */
     PyObject *errors[LMCA_N_STATUSES];     /* one subclass per status, by index */
 } ext_state;

@@ -3,6 +3,7 @@
  * exception tree generated from the engine's status table.
  */
 #include "ext.h"
+#include "pending.h"
 
 /* Python class names per status: the X-macro name, made readable. */
 static const struct {
@@ -154,6 +155,10 @@ module_exec(PyObject *m)
     if (st->connector_type == NULL ||
         PyModule_AddObjectRef(m, "Connector", (PyObject *)st->connector_type) < 0)
         return -1;
+    st->pending_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &ext_pending_spec, NULL);
+    if (st->pending_type == NULL ||
+        PyModule_AddObjectRef(m, "Pending", (PyObject *)st->pending_type) < 0)
+        return -1;
     if (add_errors(m, st) < 0 || add_constants(m) < 0)
         return -1;
     return 0;
@@ -164,6 +169,7 @@ module_traverse(PyObject *m, visitproc visit, void *arg)
 {
     ext_state *st = ext_state_of_module(m);
     Py_VISIT(st->connector_type);
+    Py_VISIT(st->pending_type);
     Py_VISIT(st->error);
     for (int i = 0; i < LMCA_N_STATUSES; i++)
         Py_VISIT(st->errors[i]);
@@ -175,6 +181,7 @@ module_clear(PyObject *m)
 {
     ext_state *st = ext_state_of_module(m);
     Py_CLEAR(st->connector_type);
+    Py_CLEAR(st->pending_type);
     Py_CLEAR(st->error);
     for (int i = 0; i < LMCA_N_STATUSES; i++)
         Py_CLEAR(st->errors[i]);

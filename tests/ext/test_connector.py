@@ -396,3 +396,72 @@ def test_server_full_is_a_capacity_error_naming_the_limits(connector, fixture_on
     assert 'namespace "lmcache" is full' in str(e.value)
     assert "storage-engine.stop-writes-used-pct=70" in str(e.value)
     assert not ok and error.startswith("EFULL: ")
+
+
+# ---------------------------------------------------------------------------
+# Metadata first, destination later (what the LMCache glue allocates from md).
+
+def test_stat_then_fill_reads_a_small_chunk_once(connector, aerospike_hosts):
+    ks = keys(3)
+    data = payloads([1000, 5 * MiB])
+    wait(connector, connector.submit_batch_set(ks[:2], data, mds=[b"md-small", b"md-big"]))
+    reads = fixture_stat(aerospike_hosts, "reads")
+    _, ok, _, pendings = wait(connector, connector.submit_batch_stat(ks))
+    assert ok and pendings[2] is None
+    small, big = pendings[:2]
+    assert (small.nbytes, small.md, small.nseg) == (1000, b"md-small", 1)
+    assert (big.nbytes, big.md, big.nseg) == (5 * MiB, b"md-big", 2)
+    out = [bytearray(p.nbytes) for p in (small, big)]
+    _, ok, error, results = wait(connector, connector.submit_batch_fill(ks[:2], [small, big], out))
+    assert ok and results == [True, True], error
+    assert out == data
+    assert small.consumed and big.consumed
+    if reads is not None:  # three meta records, two segments: the small payload came once
+        assert fixture_stat(aerospike_hosts, "reads") - reads == 3 + 2
+    with pytest.raises(_native.InvalidArgumentError, match="already handed to a fill"):
+        connector.submit_batch_fill(ks[:1], [small], [bytearray(1000)])
+
+
+def test_fill_refuses_what_does_not_fit_and_keeps_the_pending(connector):
+    ks = keys(1)
+    wait(connector, connector.submit_batch_set(ks, payloads([100])))
+    _, _, _, (p,) = wait(connector, connector.submit_batch_stat(ks))
+    with pytest.raises(_native.InvalidArgumentError, match="a buffer of 99 bytes for 100"):
+        connector.submit_batch_fill(ks, [p], [bytearray(99)])
+    with pytest.raises(_native.InvalidArgumentError, match="pending 1: already handed"):
+        connector.submit_batch_fill(ks * 2, [p, p], [bytearray(100), bytearray(100)])
+    with pytest.raises(_native.InvalidArgumentError, match="expected a Pending"):
+        connector.submit_batch_fill(ks, [b"x"], [bytearray(100)])
+    assert not p.consumed  # refused: still the caller's
+    out = bytearray(100)
+    _, ok, _, results = wait(connector, connector.submit_batch_fill(ks, [p], [out]))
+    assert ok and results == [True]
+
+
+def test_unfilled_pendings_free_what_they_hold(connector):
+    """A Pending that is dropped instead of filled releases its payload."""
+    ks = keys(8)
+    wait(connector, connector.submit_batch_set(ks, payloads([64 * 1024] * 8)))
+    tracemalloc.start()
+    for _ in range(30):
+        _, _, _, pendings = wait(connector, connector.submit_batch_stat(ks))
+        assert all(p.nbytes == 64 * 1024 for p in pendings)
+        del pendings
+    tracemalloc.stop()
+    # The held payloads are the engine's (malloc), not PyMem: the ASan run's
+    # leak check is what fails if a dropped Pending keeps one.
+
+
+def test_touch_through_the_pool(connector):
+    ks = keys(2)
+    wait(connector, connector.submit_batch_set(ks[:1], payloads([5 * MiB])))
+    _, ok, _, results = wait(connector, connector.submit_batch_touch(ks, pin=True))
+    assert ok and results == [True, False]
+    assert connector.stat(ks[0])["pin"]
+
+
+def fixture_stat(hosts, name):
+    """A counter of the test server, or None on a real server."""
+    answer = info(hosts, "fixture-stats")
+    stats = dict(kv.split("=", 1) for kv in answer.split(";") if "=" in kv)
+    return int(stats[name]) if name in stats else None
