@@ -95,9 +95,8 @@ set_workers(ext_state *st, PyObject *value, unsigned *workers)
     return -1;
 }
 
-/* Applies the keywords to cfg; `keep` holds the strings cfg points into. */
-static int
-apply_settings(ext_state *st, PyObject *kwargs, lmca_config_t *cfg, unsigned *workers,
+int
+ext_apply_settings(ext_state *st, PyObject *kwargs, lmca_config_t *cfg, unsigned *workers,
                PyObject *keep)
 {
     PyObject *key, *value;
@@ -174,7 +173,7 @@ connector_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     lmca_config_init(&cfg);
     cfg.log_cb = ext_log_sink_cb; /* the handle keeps it: the sink lives as long */
     cfg.log_udata = logs;
-    int rc = apply_settings(st, kwargs, &cfg, &workers, keep) < 0
+    int rc = ext_apply_settings(st, kwargs, &cfg, &workers, keep) < 0
                  ? LMCA_EINVAL
                  : open_engine(&cfg, workers, &h, &pool, &err);
     Py_DECREF(keep); /* lmca_open copied the strings */

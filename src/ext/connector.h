@@ -51,6 +51,12 @@ void ext_call_leave(Connector *self);
         }                               \
     } while (0)
 
+/* Applies keyword settings (LMCache's extra_config names, plus num_workers) to
+   `cfg`; `keep` (a list) holds the strings cfg points into. -1 with ConfigError
+   naming the key. */
+int ext_apply_settings(ext_state *st, PyObject *kwargs, lmca_config_t *cfg, unsigned *workers,
+                       PyObject *keep);
+
 /* The UTF-8 of key `obj` (index `i` for messages, -1 for a single key), or NULL
    with InvalidArgumentError set. */
 const char *ext_key_text(ext_state *st, PyObject *obj, Py_ssize_t i);

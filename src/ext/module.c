@@ -2,7 +2,7 @@
  * module.c - lmcache_aerospike._native: multi-phase init, module state, and the
  * exception tree generated from the engine's status table.
  */
-#include "ext.h"
+#include "connector.h"
 #include "pending.h"
 
 /* Python class names per status: the X-macro name, made readable. */
@@ -194,6 +194,42 @@ module_free(void *m)
     module_clear((PyObject *)m);
 }
 
+/* check_settings(**settings): what Connector() checks before it connects. */
+static PyObject *
+check_settings(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    ext_state *st = ext_state_of_module(module);
+    lmca_config_t cfg;
+    lmca_err_t err = {0};
+    unsigned workers = 8;
+    PyObject *keep;
+    int rc;
+
+    if (PyTuple_GET_SIZE(args) > 0) {
+        PyErr_SetString(PyExc_TypeError, "check_settings() takes keyword arguments only");
+        return NULL;
+    }
+    if ((keep = PyList_New(0)) == NULL)
+        return NULL;
+    lmca_config_init(&cfg);
+    rc = ext_apply_settings(st, kwargs, &cfg, &workers, keep);
+    if (rc == 0 && lmca_config_validate(&cfg, &err) != LMCA_OK) {
+        ext_raise_err(st, &err);
+        rc = -1;
+    }
+    Py_DECREF(keep);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"check_settings", (PyCFunction)(void (*)(void))check_settings, METH_VARARGS | METH_KEYWORDS,
+     "check_settings(**settings): raise ConfigError naming the first bad setting, as "
+     "Connector() would, without connecting."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyModuleDef_Slot module_slots[] = {
     {Py_mod_exec, module_exec},
 #ifdef Py_mod_multiple_interpreters
@@ -211,6 +247,7 @@ static struct PyModuleDef module_def = {
     .m_doc = "The lmcache-aerospike C engine: an Aerospike KV-chunk store for LMCache.",
     .m_size = sizeof(ext_state),
     .m_slots = module_slots,
+    .m_methods = module_methods,
     .m_traverse = module_traverse,
     .m_clear = module_clear,
     .m_free = module_free,
