@@ -224,3 +224,93 @@ ext_stats(Connector *self, PyObject *Py_UNUSED(ignored))
         U(e.segments_left));
 #undef U
 }
+
+/* ---------------------------------------------------------------------------
+ * list_keys: the chunk keys of the set, for LMCache's list() and the CLI.
+ */
+
+/* Keys gathered on the scan's threads (no GIL there), handed to Python after. */
+typedef struct {
+    pthread_mutex_t lock;
+    char **keys;
+    size_t n, cap, unnamed, limit;
+    bool nomem;
+} key_sink;
+
+static bool
+sink_key(void *udata, const lmca_scan_rec_t *rec)
+{
+    key_sink *s = udata;
+    bool more = true;
+    size_t len;
+
+    pthread_mutex_lock(&s->lock);
+    if (rec->key == NULL || (len = strlen(rec->key)) < 3) {
+        s->unnamed++; /* written without send_key: only its digest is stored */
+    } else if (s->n == s->cap && s->n < s->limit) {
+        size_t cap = s->cap ? s->cap * 2 : 256;
+        char **grown = realloc(s->keys, cap * sizeof *grown);
+        if (grown == NULL)
+            s->nomem = true;
+        else
+            s->keys = grown, s->cap = cap;
+    }
+    if (rec->key != NULL && len >= 3 && !s->nomem && s->n < s->limit) {
+        char *k = malloc(len - 1);
+        if (k == NULL) {
+            s->nomem = true;
+        } else {
+            memcpy(k, rec->key, len - 2); /* without "|m" */
+            k[len - 2] = '\0';
+            s->keys[s->n++] = k;
+        }
+    }
+    more = !s->nomem && s->n < s->limit;
+    pthread_mutex_unlock(&s->lock);
+    return more;
+}
+
+static PyObject *
+keys_and_unnamed(key_sink *s)
+{
+    PyObject *list = PyList_New((Py_ssize_t)s->n), *out = NULL;
+    for (size_t i = 0; list != NULL && i < s->n; i++) {
+        PyObject *k = PyUnicode_DecodeUTF8(s->keys[i], (Py_ssize_t)strlen(s->keys[i]), "replace");
+        if (k == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, k);
+    }
+    if (list != NULL)
+        out = Py_BuildValue("(Nn)", list, (Py_ssize_t)s->unnamed);
+    return out;
+}
+
+PyObject *
+ext_list_keys(Connector *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"limit", NULL};
+    Py_ssize_t limit = PY_SSIZE_T_MAX;
+    key_sink s = {.keys = NULL};
+    lmca_err_t err = {0};
+    int rc = LMCA_OK;
+    bool ok;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$n:list_keys", kwlist, &limit))
+        return NULL;
+    s.limit = limit < 0 ? 0 : (size_t)limit;
+    pthread_mutex_init(&s.lock, NULL);
+    EXT_BLOCKING(self, ok, rc = lmca_scan(self->h, LMCA_SCAN_META, sink_key, &s, &err));
+    PyObject *out = NULL;
+    if (ok && s.nomem)
+        out = PyErr_NoMemory();
+    else if (ok && rc != LMCA_OK)
+        ext_raise_err(ext_state_of_connector(self), &err);
+    else if (ok)
+        out = keys_and_unnamed(&s);
+    for (size_t i = 0; i < s.n; i++)
+        free(s.keys[i]);
+    free(s.keys);
+    pthread_mutex_destroy(&s.lock);
+    return out;
+}

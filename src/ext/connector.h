@@ -76,5 +76,6 @@ PyObject *ext_prefix(Connector *self, PyObject *keys);
 PyObject *ext_ping(Connector *self, PyObject *ignored);
 PyObject *ext_limits(Connector *self, PyObject *ignored);
 PyObject *ext_stats(Connector *self, PyObject *ignored);
+PyObject *ext_list_keys(Connector *self, PyObject *args, PyObject *kwargs);
 
 #endif /* LMCA_EXT_CONNECTOR_H */

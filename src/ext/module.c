@@ -223,7 +223,39 @@ check_settings(PyObject *module, PyObject *args, PyObject *kwargs)
     Py_RETURN_NONE;
 }
 
+/* error_from(text) -> Error: the typed exception of a completion's error text
+   ("ETIMEOUT: message"), so that glue can raise what a blocking call would. */
+static PyObject *
+error_from(PyObject *module, PyObject *arg)
+{
+    ext_state *st = ext_state_of_module(module);
+    const char *text = PyUnicode_AsUTF8(arg), *colon;
+    int status = LMCA_EUNKNOWN;
+
+    if (text == NULL)
+        return NULL;
+    colon = strstr(text, ": ");
+#define LMCA__MATCH(name, value, txt)                                                       \
+    if (colon && (size_t)(colon - text) == strlen(#name) && strncmp(text, #name, strlen(#name)) == 0) \
+        status = value;
+    LMCA_STATUS_MAP(LMCA__MATCH)
+#undef LMCA__MATCH
+    ext_raise(st, status, 0, colon && status != LMCA_EUNKNOWN ? colon + 2 : text);
+    ext_saved_error e = ext_error_save();
+#if PY_VERSION_HEX >= 0x030C0000
+    return e.exc;
+#else
+    PyErr_NormalizeException(&e.type, &e.value, &e.tb);
+    Py_XDECREF(e.type);
+    Py_XDECREF(e.tb);
+    return e.value;
+#endif
+}
+
 static PyMethodDef module_methods[] = {
+    {"error_from", (PyCFunction)error_from, METH_O,
+     "error_from(text) -> Error: the typed exception for a completion's error text "
+     "(\"ETIMEOUT: ...\"), with .status and .name set."},
     {"check_settings", (PyCFunction)(void (*)(void))check_settings, METH_VARARGS | METH_KEYWORDS,
      "check_settings(**settings): raise ConfigError naming the first bad setting, as "
      "Connector() would, without connecting."},

@@ -460,6 +460,43 @@ def test_touch_through_the_pool(connector):
     assert connector.stat(ks[0])["pin"]
 
 
+def test_list_keys_names_chunks_stored_with_their_key(aerospike_hosts):
+    setname = "lmca_list_" + uuid.uuid4().hex[:8]  # its own set: a scan sees all of it
+    named = _native.Connector(hosts=aerospike_hosts, set=setname, send_key=True,
+                              default_ttl_seconds=60)
+    anonymous = _native.Connector(hosts=aerospike_hosts, set=setname, default_ttl_seconds=60)
+    ks, anon = [], []
+    try:
+        ks, anon = keys(3), keys(1, "anon")
+        for k, size in zip(ks, (100, 3 * MiB, 0)):
+            named.put(k, bytearray(size))
+        anonymous.put(anon[0], bytearray(10))
+        found, unnamed = named.list_keys()
+        assert sorted(found) == sorted(ks)  # segments are not chunks; no "|m" suffix
+        assert unnamed == 1
+        assert len(named.list_keys(limit=2)[0]) == 2
+        with pytest.raises(TypeError):
+            named.list_keys(2)  # keyword only: a bare number reads like a key
+    finally:
+        for k in ks + anon:
+            named.remove(k)
+        named.close()
+        anonymous.close()
+
+
+def test_error_from_rebuilds_the_typed_error_of_a_completion(connector):
+    ks = keys(1)
+    _, ok, error, _ = wait(connector, connector.submit_batch_set(ks, [bytearray(10)]))
+    assert ok and error == ""
+    e = _native.error_from("ETIMEOUT: read timed out after 1000 ms")
+    assert isinstance(e, _native.TimeoutError) and isinstance(e, TimeoutError)
+    assert (e.status, e.name, str(e)) == (_native.STATUS_ETIMEOUT, "ETIMEOUT",
+                                          "read timed out after 1000 ms")
+    assert isinstance(_native.error_from("EFULL: stop-writes"), _native.ServerFullError)
+    odd = _native.error_from("no status here")
+    assert isinstance(odd, _native.UnknownError) and str(odd) == "no status here"
+
+
 def fixture_stat(hosts, name):
     """A counter of the test server, or None on a real server."""
     answer = info(hosts, "fixture-stats")
