@@ -98,6 +98,12 @@ class Engine:
 
     # -- life ------------------------------------------------------------------
 
+    @property
+    def users(self) -> int:
+        """How many surfaces hold this engine (acquire minus release)."""
+        with _registry_lock:
+            return self._users
+
     def close(self) -> None:
         """Stops draining, closes the connector (queued work is canceled, every
         buffer released) and resolves what is left."""

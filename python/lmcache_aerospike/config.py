@@ -35,8 +35,6 @@ ALIASES = {"set_name": "set", "max_record_bytes": "max_segment_bytes"}
 # Keys LMCache itself puts next to ours (the plugin loaders read them).
 LMCACHE_KEYS = frozenset({"module_path", "class_name", "config_class_name"})
 
-# Aerospike caps TTLs at 10 years; the engine uses the same bound.
-_MAX_TTL = 315360000
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
@@ -103,9 +101,10 @@ class Settings:
                                             "orphan sweep); no effect yet")
     max_capacity_gb: float = _glue(0.0, "L2 capacity for LMCache's eviction, GB; 0 = none",
                                    0, math.inf)
-    lock_ttl_seconds: int = _glue(
-        0, "when > 0, the L2 adapter's lookup-and-lock raises a locked key's TTL to at "
-           "least this, so it cannot expire before it is loaded; 0 = no touch", 0, _MAX_TTL)
+    touch_on_lock: bool = _glue(
+        False, "the L2 adapter's lookup-and-lock restarts each hit's TTL, so a locked "
+               "chunk cannot expire before it is loaded; costs a touch (a record rewrite "
+               "on the server) per hit")
     metrics: bool = _glue(True, "export metrics when the metrics library is importable")
 
     # ------------------------------------------------------------------ building

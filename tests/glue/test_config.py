@@ -31,7 +31,7 @@ DEFAULTS = {
     "enable_crc32": False, "send_key": False, "max_conns_per_node": 64, "username": "",
     "password": "", "tls_name": "", "num_workers": 8, "batch_max_in_flight": 64,
     "executor_threads": 16, "enable_list": False, "enable_repair_scan": False,
-    "max_capacity_gb": 0.0, "lock_ttl_seconds": 0, "metrics": True,
+    "max_capacity_gb": 0.0, "touch_on_lock": False, "metrics": True,
 }
 
 # A valid value for each setting other than its default, typed and as a string.
@@ -49,7 +49,7 @@ OTHER = {
     "tls_name": ("tls1", "tls1"), "num_workers": (4, "4"),
     "batch_max_in_flight": (8, "8"), "executor_threads": (32, "32"),
     "enable_list": (True, "on"), "enable_repair_scan": (True, "1"),
-    "max_capacity_gb": (12.5, "12.5"), "lock_ttl_seconds": (600, "600"),
+    "max_capacity_gb": (12.5, "12.5"), "touch_on_lock": (True, "true"),
     "metrics": (False, "off"),
 }
 
@@ -210,8 +210,7 @@ WHERE = "remote_storage_plugin.aerospike.primary."
     ("batch_max_in_flight", 0, "must be"),
     ("executor_threads", 0, "must be"),
     ("executor_threads", 257, "must be"),
-    ("lock_ttl_seconds", -1, "must be"),
-    ("lock_ttl_seconds", 315360001, "must be"),
+    ("touch_on_lock", "sometimes", "expected true or false"),
     # checked by the engine, relabeled with `where`
     ("hosts", "h:99999", "port"),
     ("namespace", "n" * 32, "1 to 31 bytes"),

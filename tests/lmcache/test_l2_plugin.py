@@ -1,0 +1,212 @@
+"""The "plugin" L2 adapter (lmcache_aerospike.l2) beyond the shared contract:
+its config through LMCache's plugin factory, lock reference counts and
+touch_on_lock, byte accounting of overwrites, status, sharing the engine; and
+LMCache's own drivers (basic_check test_l2_adapter, lmcache bench l2) run
+against both of our multiprocess adapters."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+import torch
+
+from tests.conftest import info
+from tests.lmcache.l2_driver import (
+    SPECS, build, load, lookup, make_allocator, object_keys, objects, plugin_spec, store,
+)
+from lmcache.v1.distributed.l2_adapters.native_connector_l2_adapter import (  # noqa: E402
+    _object_key_to_string,
+)
+
+from lmcache_aerospike import _native, client  # noqa: E402
+from lmcache_aerospike.l2 import AerospikeL2Adapter  # noqa: E402
+
+
+@pytest.fixture
+def adapter(aerospike_hosts):
+    a = build(plugin_spec(aerospike_hosts))
+    yield a
+    a.close()
+
+
+@pytest.fixture(scope="module")
+def allocator():
+    return make_allocator()
+
+
+def test_the_factory_finds_our_config_class_and_names_bad_keys(aerospike_hosts):
+    a = build(plugin_spec(aerospike_hosts))
+    try:
+        assert isinstance(a, AerospikeL2Adapter)
+        assert a.settings.default_ttl_seconds == 60  # parsed by AerospikeL2AdapterConfig
+    finally:
+        a.close()
+    with pytest.raises(_native.ConfigError, match=r"adapter_params\.read_timeout_ms"):
+        build(plugin_spec(aerospike_hosts, read_timeout_ms="soon"))
+    with pytest.raises(_native.ConfigError, match=r"adapter_params\.colour: unknown key"):
+        build(plugin_spec(aerospike_hosts, colour="red"))
+
+
+def test_upstream_keys_and_environment_work_unchanged(aerospike_hosts, monkeypatch):
+    # LMCache's own Aerospike adapter spells the set set_name and reads hosts from
+    # the environment when the JSON leaves them out.
+    monkeypatch.setenv("LMCACHE_AEROSPIKE_HOSTS", aerospike_hosts)
+    spec = plugin_spec("")
+    del spec["adapter_params"]["hosts"], spec["adapter_params"]["set"]
+    spec["adapter_params"].update(set_name="lmca_upstream", max_record_bytes=0,
+                                  target_segment_bytes=0)
+    a = build(spec)
+    try:
+        assert (a.settings.hosts, a.settings.set) == (aerospike_hosts, "lmca_upstream")
+        assert a.settings.target_segment_bytes == 4194304  # upstream's 0 = auto
+    finally:
+        a.close()
+
+
+def test_locks_are_reference_counts(adapter, allocator):
+    keys = object_keys(2)
+    src = objects(allocator, 1, fill=1)
+    store(adapter, keys[:1], src)
+    assert lookup(adapter, keys) == [True, False]
+    assert lookup(adapter, keys) == [True, False]
+    assert (adapter.locked(keys[0]), adapter.locked(keys[1])) == (2, 0)  # misses lock nothing
+    adapter.submit_unlock(keys[:1])
+    assert adapter.locked(keys[0]) == 1
+    adapter.submit_unlock(keys)
+    adapter.submit_unlock(keys)  # one unlock too many is harmless
+    assert adapter.locked(keys[0]) == 0
+    assert adapter.report_status()["locked_keys"] == 0
+    src[0].ref_count_down()
+
+
+def test_touch_on_lock_restarts_a_locked_chunks_ttl(aerospike_hosts, allocator):
+    a = build(plugin_spec(aerospike_hosts, touch_on_lock=True))
+    short = _native.Connector(hosts=aerospike_hosts, set="lmca_lmcache", default_ttl_seconds=20)
+    try:
+        keys = object_keys(1)
+        name = _object_key_to_string(keys[0])
+        short.put(name, bytearray(1000))
+        assert short.stat(name)["ttl"] <= 20
+        assert lookup(a, keys) == [True]
+        deadline = time.monotonic() + 10
+        while short.stat(name)["ttl"] <= 20:  # the touch runs after the lookup's result
+            assert time.monotonic() < deadline, "the lock never touched it"
+        assert short.stat(name)["ttl"] > 20  # the adapter's 60 s
+        a.submit_unlock(keys)
+    finally:
+        short.close()
+        a.close()
+
+
+def test_an_overwrite_of_another_size_replaces_its_bytes(adapter, allocator):
+    (key,) = object_keys(1)
+    big = objects(allocator, 1, fill=2)[0]
+    small = allocator.allocate(torch.Size([2, 8, 128, 4, 128]), torch.bfloat16)
+    before = adapter.get_usage().total_bytes_used
+    store(adapter, [key], [big])
+    store(adapter, [key], [big])  # the same size again counts once
+    assert adapter.get_usage().total_bytes_used - before == big.get_size()
+    store(adapter, [key], [small])
+    assert adapter.get_usage().total_bytes_used - before == small.get_size()
+    adapter.delete([key])
+    assert adapter.get_usage().total_bytes_used == before
+    big.ref_count_down()
+    small.ref_count_down()
+
+
+def test_status_reports_the_engine_and_turns_unhealthy_on_connection_errors(
+        aerospike_hosts, allocator, fixture_only):
+    a = build(plugin_spec(aerospike_hosts))
+    try:
+        status = a.report_status()
+        assert status["is_healthy"] and status["hosts"] == aerospike_hosts
+        assert "engine_submitted" in status and "engine_corrupt" in status
+        assert info(fixture_only, "fixture-fault:kind=drop;op=read;count=4") == "ok"
+        assert lookup(a, object_keys(1)) == [False]
+        status = a.report_status()
+        assert not status["is_healthy"] and "ECONNECTION" in status["last_error"]
+        info(fixture_only, "fixture-clear-faults")
+        assert lookup(a, object_keys(1)) == [False]
+        assert a.report_status()["is_healthy"]  # the next success clears it
+    finally:
+        a.close()
+
+
+def test_adapters_with_the_same_settings_share_one_engine(aerospike_hosts, allocator):
+    a = build(plugin_spec(aerospike_hosts))
+    b = build(plugin_spec(aerospike_hosts))
+    try:
+        assert a._engine is b._engine and a._engine.users == 2
+        keys = object_keys(1)
+        src = objects(allocator, 1, fill=9)
+        store(a, keys, src)
+        dst = objects(allocator, 1)
+        assert load(b, keys, dst) == [True]
+        assert bytes(dst[0].byte_array) == bytes(src[0].byte_array)
+        a.close()
+        a.close()  # idempotent
+        assert b._engine.users == 1 and not b._engine.native.closed
+        for o in src + dst:
+            o.ref_count_down()
+    finally:
+        b.close()
+    assert b._engine.native.closed
+    assert client._engines.get(b.settings.identity()) is None
+
+
+def test_close_waits_for_its_loads_while_the_engine_lives_on(aerospike_hosts, allocator,
+                                                              fixture_only):
+    import aerospike
+
+    a = build(plugin_spec(aerospike_hosts))
+    b = build(plugin_spec(aerospike_hosts))  # keeps the engine open after a.close()
+    try:
+        keys = object_keys(1)
+        src = objects(allocator, 1, fill=4)
+        store(a, keys, src)
+        digest = aerospike.calc_digest("lmcache", "lmca_lmcache",
+                                       _object_key_to_string(keys[0]) + "|s|0").hex()
+        rule = f"fixture-fault:kind=delay;ms=700;op=read;count=1;digest={digest}"
+        assert info(fixture_only, rule) == "ok"
+        dst = objects(allocator, 1)
+        a.submit_load_task(keys, dst)
+        a.close()  # returns only once the engine is done writing into dst
+        assert bytes(dst[0].byte_array) == bytes(src[0].byte_array)
+        for o in src + dst:
+            o.ref_count_down()
+    finally:
+        b.close()
+
+
+# -- LMCache's own drivers, for both adapters --------------------------------------
+
+
+def lmcache_cli(*args, timeout=600):
+    lmcache = shutil.which("lmcache", path=os.path.dirname(sys.executable))
+    cmd = [lmcache, *args] if args[0] == "bench" else [sys.executable, *args]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                         env={**os.environ, "LMCACHE_TRACK_USAGE": "false"})
+    return run.returncode, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("kind", sorted(SPECS))
+def test_lmcache_basic_check_test_l2_adapter_passes(aerospike_hosts, kind):
+    spec = SPECS[kind](aerospike_hosts, set="lmca_check_" + uuid.uuid4().hex[:6])
+    rc, out = lmcache_cli("-m", "lmcache.v1.basic_check", "--mode", "test_l2_adapter",
+                          "--l2-adapter", json.dumps(spec), "--num-keys", "8")
+    assert rc == 0, out[-3000:]
+    assert "Validation (content): 8/8" in out and "Validation: 8/8 found" in out, out[-3000:]
+    assert "correctly absent" in out, out[-3000:]
+
+
+@pytest.mark.parametrize("kind", sorted(SPECS))
+def test_lmcache_bench_l2_verifies_the_round_trip(aerospike_hosts, kind):
+    spec = SPECS[kind](aerospike_hosts, set="lmca_bench_" + uuid.uuid4().hex[:6])
+    rc, out = lmcache_cli("bench", "l2", "--l2-adapter", json.dumps(spec), "--no-skip-verify")
+    assert rc == 0, out[-3000:]
+    assert "[Verify]" in out and "Total success:" in out, out[-3000:]
