@@ -26,6 +26,7 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any, Optional
 
@@ -39,7 +40,7 @@ from lmcache.v1.distributed.l2_adapters.native_connector_l2_adapter import (
 )
 from lmcache.v1.platform import create_event_notifier
 
-from lmcache_aerospike import _native, client
+from lmcache_aerospike import _native, client, metrics
 from lmcache_aerospike.config import Settings
 
 logger = init_logger("lmcache_aerospike")
@@ -76,6 +77,7 @@ class AerospikeL2Adapter(L2AdapterInterface):
         self.settings = settings
         self._engine = client.acquire(settings)
         self._engine.attach(None)
+        self.metrics = metrics.opentelemetry(settings.metrics)
         self._closed = False
         self._notifiers = {kind: create_event_notifier() for kind in ("store", "lookup", "load")}
         self._done: dict[str, dict[L2TaskId, Any]] = {k: {} for k in self._notifiers}
@@ -152,10 +154,16 @@ class AerospikeL2Adapter(L2AdapterInterface):
         keys = list(keys)
         views = [o.byte_array for o in objects]
         sizes = [len(v) for v in views]
+        started = time.perf_counter()
+        self.metrics.in_flight(len(views))
 
         def done(ok: bool, error: str, stored: Optional[list]) -> L2StoreResult:
             self._health(ok, error)
+            self.metrics.in_flight(-len(views))
+            self.metrics.op("store", started, _labels(ok, error, stored, "ok", "error"))
             stored = stored or [False] * len(keys)
+            if ok:
+                self.metrics.segments(self._engine.native.plan(n) for n in sizes)
             self._account_stored([k for k, s in zip(keys, stored) if s],
                                  [n for n, s in zip(sizes, stored) if s])
             # The interface reports a store per task: all of it, or a failure.
@@ -194,9 +202,11 @@ class AerospikeL2Adapter(L2AdapterInterface):
     def submit_lookup_and_lock_task(self, keys: list, group_layout_descs: Any) -> L2TaskId:
         keys = list(keys)
         names = [key_string(k) for k in keys]
+        started = time.perf_counter()
 
         def done(ok: bool, error: str, found: Optional[list]) -> Bitmap:
             self._health(ok, error)
+            self.metrics.op("lookup", started, _labels(ok, error, found, "hit", "miss"))
             hits = [i for i, f in enumerate(found or []) if f] if ok else []
             with self._lock:
                 for i in hits:
@@ -240,9 +250,13 @@ class AerospikeL2Adapter(L2AdapterInterface):
 
     def submit_load_task(self, keys: list, objects: list) -> L2TaskId:
         keys = list(keys)
+        started = time.perf_counter()
+        self.metrics.in_flight(len(keys))
 
         def done(ok: bool, error: str, loaded: Optional[list]) -> Bitmap:
             self._health(ok, error)
+            self.metrics.in_flight(-len(keys))
+            self.metrics.op("load", started, _labels(ok, error, loaded, "hit", "miss"))
             hits = [i for i, hit in enumerate(loaded or []) if hit]
             if hits:
                 self._notify_keys_accessed([keys[i] for i in hits])
@@ -262,6 +276,7 @@ class AerospikeL2Adapter(L2AdapterInterface):
         keys = list(keys)
         if not keys or self._closed:
             return
+        started = time.perf_counter()
         try:
             ok, error, removed = self._engine.submit(
                 "submit_batch_delete", [key_string(k) for k in keys]).result(60)
@@ -269,6 +284,7 @@ class AerospikeL2Adapter(L2AdapterInterface):
             logger.warning("aerospike L2: deleting %d chunks: %s", len(keys), e)
             return
         self._health(ok, error)
+        self.metrics.op("delete", started, _labels(ok, error, removed, "ok", "miss"))
         gone, sizes = [], []
         with self._lock:
             for k, r in zip(keys, removed or []):
@@ -312,6 +328,13 @@ class AerospikeL2Adapter(L2AdapterInterface):
         client.release(self._engine)
         for n in self._notifiers.values():
             n.close()
+
+
+def _labels(ok: bool, error: str, results: Optional[list], yes: str, no: str) -> list[str]:
+    """Result labels: one per key, or the error's for the whole task."""
+    if not ok:
+        return [metrics.result_of(error)]
+    return [yes if r else no for r in results or []]
 
 
 def _bitmap(n: int, hits: list) -> Bitmap:

@@ -18,6 +18,7 @@ small chunk's payload between the two, so it is read once).
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, Callable, List, Optional, Sequence
 
 from lmcache.logging import init_logger
@@ -32,7 +33,7 @@ from lmcache.v1.storage_backend.connector import (
 )
 from lmcache.v1.storage_backend.connector.base_connector import RemoteConnector
 
-from lmcache_aerospike import _native, client
+from lmcache_aerospike import _native, client, metrics
 from lmcache_aerospike.config import Settings
 
 logger = init_logger("lmcache_aerospike")
@@ -117,6 +118,7 @@ class AerospikeRemoteConnector(RemoteConnector):
         self.engine = client.acquire(settings)
         self.engine.attach(loop)
         self.native = self.engine.native
+        self.metrics = metrics.prometheus(settings.metrics)
         self._closed = False
         limits = self.native.limits()
         logger.info("aerospike connector %s: %s/%s, segments of %d bytes (cap %d from %s)",
@@ -143,18 +145,26 @@ class AerospikeRemoteConnector(RemoteConnector):
     # -- lookups -----------------------------------------------------------------
 
     async def exists(self, key: CacheEngineKey) -> bool:
-        ok, error, found = await self.engine.run("submit_batch_exists", [key.to_string()])
-        _raise_unless(ok, error)
+        with self.metrics.timed("exists") as t:
+            ok, error, found = await self.engine.run("submit_batch_exists", [key.to_string()])
+            _raise_unless(ok, error)
+            t.results = _hits(found)
         return bool(found[0])
 
     def exists_sync(self, key: CacheEngineKey) -> bool:
-        return self.native.exists(key.to_string())
+        with self.metrics.timed("exists") as t:
+            found = self.native.exists(key.to_string())
+            t.results = _hits([found])
+        return found
 
     def support_batched_contains(self) -> bool:
         return True
 
     def batched_contains(self, keys: List[CacheEngineKey]) -> int:
-        return self.native.prefix([k.to_string() for k in keys])
+        with self.metrics.timed("batched_contains") as t:
+            count = self.native.prefix([k.to_string() for k in keys])
+            t.results = _prefix_hits(count, len(keys))
+        return count
 
     def support_batched_async_contains(self) -> bool:
         return True
@@ -162,9 +172,11 @@ class AerospikeRemoteConnector(RemoteConnector):
     async def batched_async_contains(self, lookup_id: str, keys: List[CacheEngineKey],
                                      pin: bool = False) -> int:
         names = [k.to_string() for k in keys]
-        ok, error, found = await self._run("submit_batch_prefix", names)
-        _raise_unless(ok, error)
-        count = _leading(found)
+        with self.metrics.timed("batched_async_contains") as t:
+            ok, error, found = await self._run("submit_batch_prefix", names)
+            _raise_unless(ok, error)
+            count = _leading(found)
+            t.results = _prefix_hits(count, len(keys))
         if pin and count:
             # The hits are about to be loaded: their TTL starts again, so they
             # cannot expire in between (spec 4.4.8's later phase).
@@ -207,15 +219,27 @@ class AerospikeRemoteConnector(RemoteConnector):
             return None
         return obj
 
-    async def _get_many(self, keys: List[CacheEngineKey],
+    async def _get_many(self, keys: List[CacheEngineKey], op: str,
                         prefix_only: bool = False) -> List[Optional[MemoryObj]]:
+        started = time.perf_counter()
+        try:
+            objs = await self._read(keys, prefix_only)
+        except _native.Error as e:
+            self.metrics.op(op, started, [metrics.result_of(f"{e.name}:")])
+            raise
+        self.metrics.op(op, started, _hits(objs) if objs is not None else ["timeout"])
+        return objs if objs is not None else [None] * len(keys)
+
+    async def _read(self, keys: List[CacheEngineKey],
+                    prefix_only: bool) -> Optional[List[Optional[MemoryObj]]]:
         """STAT every key, allocate for the hits (only the leading ones when
-        `prefix_only`), FILL them. A read that timed out is a miss (spec 4.4.3)."""
+        `prefix_only`), FILL them. None when the reads timed out: misses (spec
+        4.4.3)."""
         names = [k.to_string() for k in keys]
         ok, error, pendings = await self._run("submit_batch_stat", names)
         if not ok and _native.error_from(error).status == _native.STATUS_ETIMEOUT:
             logger.warning("aerospike get of %d chunks: %s; misses", len(names), error)
-            return [None] * len(names)
+            return None
         _raise_unless(ok, error)
         if prefix_only:
             pendings = pendings[:_leading(pendings)]
@@ -258,13 +282,13 @@ class AerospikeRemoteConnector(RemoteConnector):
                 objs[i] = self.reshape_partial_chunk(objs[i], pendings[i].nbytes)
 
     async def get(self, key: CacheEngineKey) -> Optional[MemoryObj]:
-        return (await self._get_many([key]))[0]
+        return (await self._get_many([key], "get"))[0]
 
     def support_batched_get(self) -> bool:
         return True
 
     async def batched_get(self, keys: List[CacheEngineKey]) -> List[Optional[MemoryObj]]:
-        return await self._get_many(keys)
+        return await self._get_many(keys, "batched_get")
 
     def support_batched_get_non_blocking(self) -> bool:
         return True
@@ -274,7 +298,7 @@ class AerospikeRemoteConnector(RemoteConnector):
         """The consecutive hits from the first key (base_connector's contract).
         Only that prefix is allocated and read; a hit after a miss never is."""
         try:
-            objs = await self._get_many(keys, prefix_only=True)
+            objs = await self._get_many(keys, "batched_get_non_blocking", prefix_only=True)
         except _native.Error as e:
             logger.warning("aerospike batched get %s: %s", lookup_id, e)
             return []
@@ -292,31 +316,43 @@ class AerospikeRemoteConnector(RemoteConnector):
         return RemoteMetadata(len(obj.byte_array), obj.get_shapes(), obj.get_dtypes(),
                               obj.get_memory_format()).serialize()
 
-    async def _put_many(self, keys: List[CacheEngineKey], objs: List[MemoryObj]) -> None:
+    async def _put_many(self, keys: List[CacheEngineKey], objs: List[MemoryObj],
+                        op: str) -> None:
         """Never drops the caller's references: LMCache's RemoteBackend owns them."""
         kwargs: dict[str, Any] = {}
         if self.save_chunk_meta:
             kwargs["per_key"] = {"mds": [self._md(o) for o in objs]}
         if isinstance(self.serde, str):
             kwargs["serde"] = self.serde
-        ok, error, _ = await self._run("submit_batch_set", [k.to_string() for k in keys],
-                                       [o.byte_array for o in objs], **kwargs)
-        _raise_unless(ok, error)
+        views = [o.byte_array for o in objs]
+        self.metrics.in_flight(len(views))
+        try:
+            with self.metrics.timed(op) as t:
+                ok, error, _ = await self._run("submit_batch_set",
+                                                    [k.to_string() for k in keys], views, **kwargs)
+                _raise_unless(ok, error)
+                t.results = ["ok"] * len(keys)
+        finally:
+            self.metrics.in_flight(-len(views))
+        self.metrics.segments(self.native.plan(len(v)) for v in views)
 
     async def put(self, key: CacheEngineKey, memory_obj: MemoryObj) -> None:
-        await self._put_many([key], [memory_obj])
+        await self._put_many([key], [memory_obj], "put")
 
     def support_batched_put(self) -> bool:
         return True
 
     async def batched_put(self, keys: List[CacheEngineKey],
                           memory_objs: List[MemoryObj]) -> None:
-        await self._put_many(keys, memory_objs)
+        await self._put_many(keys, memory_objs, "batched_put")
 
     # -- the rest ----------------------------------------------------------------------
 
     def remove_sync(self, key: CacheEngineKey) -> bool:
-        return self.native.remove(key.to_string())
+        with self.metrics.timed("remove") as t:
+            removed = self.native.remove(key.to_string())
+            t.results = ["ok" if removed else "miss"]
+        return removed
 
     async def list(self) -> List[str]:
         if not self.settings.enable_list:
@@ -351,6 +387,14 @@ class AerospikeRemoteConnector(RemoteConnector):
     def __repr__(self) -> str:
         return (f"<AerospikeRemoteConnector {self.settings.hosts} "
                 f"{self.settings.namespace}/{self.settings.set}>")
+
+
+def _hits(results: Sequence[Any]) -> list[str]:
+    return ["hit" if r else "miss" for r in results]
+
+
+def _prefix_hits(count: int, n: int) -> list[str]:
+    return ["hit"] * count + ["miss"] * (n - count)
 
 
 def _leading(results: Sequence[Any]) -> int:

@@ -186,6 +186,25 @@ ext_ping(Connector *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_TRUE;
 }
 
+/* plan(nbytes) -> (nseg, seg_b, last_b): how a put of nbytes is split under the
+   limits in force; pure, so metrics can report what puts do without the engine. */
+PyObject *
+ext_plan(Connector *self, PyObject *arg)
+{
+    lmca_plan_t plan;
+    lmca_err_t err = {0};
+    unsigned long long n = PyLong_AsUnsignedLongLong(arg);
+
+    if (n == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (ext_check_open(self) < 0)
+        return NULL;
+    if (lmca_plan(lmca_limits(self->h), n, &plan, &err) != LMCA_OK)
+        return ext_raise_err(ext_state_of_connector(self), &err);
+    return Py_BuildValue("(IKK)", plan.nseg, (unsigned long long)plan.seg_b,
+                         (unsigned long long)plan.last_b);
+}
+
 PyObject *
 ext_limits(Connector *self, PyObject *Py_UNUSED(ignored))
 {

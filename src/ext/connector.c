@@ -736,6 +736,8 @@ static PyMethodDef connector_methods[] = {
     {"prefix", (PyCFunction)ext_prefix, METH_O, "prefix(keys) -> int: leading hits, blocking."},
     {"ping", (PyCFunction)ext_ping, METH_NOARGS, "ping() -> True, or raises ConnectionError."},
     {"limits", (PyCFunction)ext_limits, METH_NOARGS, "limits() -> dict: the sizes in force."},
+    {"plan", (PyCFunction)ext_plan, METH_O,
+     "plan(nbytes) -> (nseg, seg_b, last_b): how a put of nbytes is split; pure."},
     {"list_keys", (PyCFunction)(void (*)(void))ext_list_keys, METH_VARARGS | METH_KEYWORDS,
      "list_keys(*, limit=None) -> (list[str], int): the chunk keys of the set, scanned, "
      "and how many chunks were stored without their key (send_key off). Slow."},

@@ -75,6 +75,7 @@ PyObject *ext_touch(Connector *self, PyObject *args, PyObject *kwargs);
 PyObject *ext_prefix(Connector *self, PyObject *keys);
 PyObject *ext_ping(Connector *self, PyObject *ignored);
 PyObject *ext_limits(Connector *self, PyObject *ignored);
+PyObject *ext_plan(Connector *self, PyObject *nbytes);
 PyObject *ext_stats(Connector *self, PyObject *ignored);
 PyObject *ext_list_keys(Connector *self, PyObject *args, PyObject *kwargs);
 
