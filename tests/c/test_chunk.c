@@ -332,6 +332,7 @@ TEST(ttl_expires_and_pinned_keys_survive)
     ASSERT_RC(lmca_get(h, plain, out, len, &got, NULL, &err), LMCA_MISS, &err);
     ASSERT_RC(lmca_get(h, pinned, out, len, &got, NULL, &err), LMCA_OK, &err);
     ASSERT(memcmp(buf, out, len) == 0);
+    ASSERT_RC(lmca_remove(h, pinned, &err), LMCA_OK, &err); /* pinned: it would stay forever */
     free(buf);
     free(out);
     lmca_close(h);
@@ -453,6 +454,7 @@ TEST(small_chunks_in_batch_calls)
     ASSERT_EQ(gs[3].meta.nseg, 3);
     for (int i = 0; i < 4; i++)
         lmca_meta_clear(&gs[i].meta);
+    ASSERT_RC(lmca_remove(h, keys[1], &err), LMCA_OK, &err); /* pinned: it would stay forever */
     lmca_close(h);
 }
 

@@ -432,6 +432,7 @@ TEST(touch_pins_through_the_pool)
     ASSERT_RC(lmca_stat(h, keys[0], &m, &err), LMCA_OK, &err);
     ASSERT(m.pin && m.ttl == UINT32_MAX);
     lmca_meta_clear(&m);
+    ASSERT_RC(lmca_remove(h, keys[0], &err), LMCA_OK, &err); /* pinned */
     lmca_pool_destroy(p);
     free(buf);
     lmca_close(h);
@@ -487,6 +488,8 @@ TEST(set_carries_pin_md_and_tags)
     ASSERT_RC(lmca_stat(h, keys[1], &m, &err), LMCA_OK, &err);
     ASSERT(strcmp(m.ttl_class, "corpus") == 0 && m.nseg == 4);
     lmca_meta_clear(&m);
+    for (int i = 0; i < 2; i++) /* pinned: they would stay forever */
+        ASSERT_RC(lmca_remove(h, keys[i], &err), LMCA_OK, &err);
     lmca_pool_destroy(p);
     free(bufs[0]);
     free(bufs[1]);

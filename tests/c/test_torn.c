@@ -388,6 +388,10 @@ TEST(sweep_finds_what_killed_and_overwriting_puts_leave)
     ASSERT_EQ(seen.pinned_orphans, 1);
     ASSERT_EQ(seen.broken[2], 1);   /* its meta record */
     ASSERT_EQ(seen.orphans[2], 0);  /* its remaining segments belong to it */
+    /* Pinned records would stay forever: the chunk, and the tail it orphaned. */
+    ASSERT_RC(lmca_remove(h, shrunk, &err), LMCA_OK, &err);
+    snprintf(reckey, sizeof reckey, "%s|s|2", shrunk);
+    ASSERT_EQ(th_record_remove("small", reckey), 0);
     free(a);
     lmca_close(h);
 }

@@ -359,6 +359,8 @@ def test_async_set_passes_md_pin_and_tags(connector):
     assert first["md"] == b"md-zero" and second["md"] == b""
     assert first["pin"] and second["pin"] and first["ttl"] == 2**32 - 1
     assert first["serde"] == "naive" and second["ttl_class"] == "corpus"
+    for k in ks:  # pinned: they would stay on a real server forever
+        connector.remove(k)
     with pytest.raises(_native.InvalidArgumentError, match="2 keys but 1 md blobs"):
         connector.submit_batch_set(ks, payloads([1, 1]), mds=[b"x"])
 
@@ -458,6 +460,7 @@ def test_touch_through_the_pool(connector):
     _, ok, _, results = wait(connector, connector.submit_batch_touch(ks, pin=True))
     assert ok and results == [True, False]
     assert connector.stat(ks[0])["pin"]
+    assert connector.remove(ks[0])  # pinned: it would stay on a real server forever
 
 
 def test_list_keys_names_chunks_stored_with_their_key(aerospike_hosts):
