@@ -21,9 +21,11 @@ fi
 pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@"; }
 # lmcache declares dependencies we leave out on purpose (see above): no warnings.
 pip_install() { pip install --no-warn-conflicts "$@"; }
-if ! .venv/bin/python -c 'import torch, lmcache' 2>/dev/null; then
-    echo "installing CPU torch and LMCache into .venv" >&2
-    pip_install -r requirements-lmcache.txt
+# Every run: pip only checks what is already there, and a venv from before a pin
+# was added gets it.
+pip_install -r requirements-lmcache.txt
+if ! .venv/bin/python -c 'import lmcache' 2>/dev/null; then
+    echo "installing LMCache into .venv" >&2
     # lmcache's wheel declares CUDA-only dependencies; requirements-lmcache.txt
     # holds what it needs on a CPU, so it goes in without its own.
     pip_install --no-deps "lmcache==$(sed -n 's/^# *LMCACHE_PIN=//p' requirements-lmcache.txt)"

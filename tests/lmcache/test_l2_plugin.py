@@ -210,3 +210,40 @@ def test_lmcache_bench_l2_verifies_the_round_trip(aerospike_hosts, kind):
     rc, out = lmcache_cli("bench", "l2", "--l2-adapter", json.dumps(spec), "--no-skip-verify")
     assert rc == 0, out[-3000:]
     assert "[Verify]" in out and "Total success:" in out, out[-3000:]
+
+
+def test_operations_are_opentelemetry_instruments(aerospike_hosts, allocator):
+    from opentelemetry import metrics as otel
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
+    otel.set_meter_provider(MeterProvider(metric_readers=[reader]))
+    if not isinstance(otel.get_meter_provider(), MeterProvider):
+        pytest.fail("another meter provider was set first in this process")
+
+    def points(name):
+        data = reader.get_metrics_data()
+        return [p for rm in data.resource_metrics for sm in rm.scope_metrics
+                for m in sm.metrics if m.name == name for p in m.data.data_points]
+
+    def count(op, result):
+        return sum(p.value for p in points("aerospike.op")
+                   if p.attributes == {"op": op, "result": result})
+
+    a = build(plugin_spec(aerospike_hosts))
+    try:
+        keys = object_keys(2)
+        before = (count("store", "ok"), count("lookup", "hit"), count("lookup", "miss"))
+        src = objects(allocator, 1, fill=6)
+        store(a, keys[:1], src)
+        assert lookup(a, keys) == [True, False]
+        a.submit_unlock(keys[:1])
+        assert (count("store", "ok"), count("lookup", "hit"), count("lookup", "miss")) == \
+            (before[0] + 1, before[1] + 1, before[2] + 1)
+        assert sum(p.count for p in points("aerospike.segment.count")) >= 1
+        assert any(p.count for p in points("aerospike.op.latency")
+                   if p.attributes == {"op": "lookup"})
+        src[0].ref_count_down()
+    finally:
+        a.close()
