@@ -198,8 +198,12 @@ class AerospikeRemoteConnector(RemoteConnector):
         if self.save_chunk_meta:
             try:
                 rm = RemoteMetadata.deserialize(pending.md)
-                if rm.length != pending.nbytes:
-                    raise ValueError(f"md says {rm.length} bytes, record holds {pending.nbytes}")
+                # Checked before allocating: a corrupt md must not make LMCache evict
+                # its local cache for a chunk that cannot be, nor leave stale bytes
+                # in the tail of one larger than the record.
+                if not rm.length == _described_bytes(rm) == pending.nbytes:
+                    raise ValueError(f"md says {rm.length} bytes, its shapes hold "
+                                     f"{_described_bytes(rm)}, the record {pending.nbytes}")
             except Exception as e:  # noqa: BLE001 - the md is untrusted input
                 logger.warning("aerospike %s: unusable md (%s); a miss", key, e)
                 return None
@@ -212,7 +216,7 @@ class AerospikeRemoteConnector(RemoteConnector):
                                self.full_chunk_size_bytes)
                 return None
             obj = self._alloc(self.meta_shapes, self.meta_dtypes, self.meta_fmt)
-        if obj is not None and len(obj.byte_array) < pending.nbytes:
+        if obj is not None and len(obj.byte_array) < pending.nbytes:  # no md: a full chunk
             logger.warning("aerospike %s: md shapes hold %d bytes, record %d; a miss",
                            key, len(obj.byte_array), pending.nbytes)
             obj.ref_count_down()
@@ -312,9 +316,14 @@ class AerospikeRemoteConnector(RemoteConnector):
 
     def _md(self, obj: MemoryObj) -> Optional[bytes]:
         """RemoteMetadata as fs_connector.py writes it: the shapes of this object
-        (a cachegen/kivi blob's differ from the full chunk's)."""
-        return RemoteMetadata(len(obj.byte_array), obj.get_shapes(), obj.get_dtypes(),
-                              obj.get_memory_format()).serialize()
+        (a cachegen/kivi blob's differ from the full chunk's). A chunk trimmed by
+        reshape_partial_chunk keeps its full `shapes` and only its `meta.shape`
+        says what it holds (base_connector.py:132): that one is stored."""
+        shapes, dtypes = obj.get_shapes(), obj.get_dtypes()
+        rm = RemoteMetadata(len(obj.byte_array), shapes, dtypes, obj.get_memory_format())
+        if len(shapes) == 1 and _described_bytes(rm) != rm.length:
+            rm.shapes = [obj.meta.shape]
+        return rm.serialize()
 
     async def _put_many(self, keys: List[CacheEngineKey], objs: List[MemoryObj],
                         op: str) -> None:
@@ -387,6 +396,15 @@ class AerospikeRemoteConnector(RemoteConnector):
     def __repr__(self) -> str:
         return (f"<AerospikeRemoteConnector {self.settings.hosts} "
                 f"{self.settings.namespace}/{self.settings.set}>")
+
+
+def _described_bytes(rm: RemoteMetadata) -> int:
+    """The bytes a RemoteMetadata's shapes and dtypes hold; a binary blob's
+    (dtype None) first dimension is its length."""
+    total = 0
+    for shape, dtype in zip(rm.shapes, rm.dtypes, strict=True):
+        total += shape[0] if dtype is None else shape.numel() * dtype.itemsize
+    return total
 
 
 def _hits(results: Sequence[Any]) -> list[str]:
