@@ -195,6 +195,12 @@ class AerospikeRemoteConnector(RemoteConnector):
         """A MemoryObj for `pending` from its md (save_chunk_meta), or a full chunk
         reshaped after the read; None when LMCache has no memory (a miss) or the
         record cannot be this LMCache's chunk (foreign or corrupt: a miss too)."""
+        mine = self.serde if isinstance(self.serde, str) else ""
+        if pending.serde not in ("", mine):
+            # RemoteBackend would decode it with its own serde: a wrong chunk.
+            logger.warning("aerospike %s: stored with serde %r, this LMCache uses %r; a miss",
+                           key, pending.serde, mine)
+            return None
         if self.save_chunk_meta:
             try:
                 rm = RemoteMetadata.deserialize(pending.md)
@@ -260,8 +266,18 @@ class AerospikeRemoteConnector(RemoteConnector):
 
     async def _fill(self, names: list, pendings: list, objs: list, todo: list) -> None:
         step = self.settings.batch_max_in_flight
-        await asyncio.gather(*(self._fill_part(names, pendings, objs, todo[i:i + step])
-                               for i in range(0, len(todo), step)))
+        try:
+            await asyncio.gather(*(self._fill_part(names, pendings, objs, todo[i:i + step])
+                                   for i in range(0, len(todo), step)))
+        except asyncio.CancelledError:
+            # Parts still in the engine took their MemoryObjs (see _fill_part);
+            # what is left came from parts that finished, or never started, and
+            # nobody will receive it now.
+            for i in todo:
+                if objs[i] is not None:
+                    objs[i].ref_count_down()
+                    objs[i] = None
+            raise
 
     async def _fill_part(self, names: list, pendings: list, objs: list, todo: list) -> None:
         future = self.engine.submit("submit_batch_fill", [names[i] for i in todo],
@@ -274,6 +290,8 @@ class AerospikeRemoteConnector(RemoteConnector):
             # workers may still be writing into these MemoryObjs: hand them
             # back only once the engine has let go of the buffers.
             held = [objs[i] for i in todo]
+            for i in todo:
+                objs[i] = None  # theirs to release now, not _fill's
             future.add_done_callback(lambda _: [o.ref_count_down() for o in held])
             raise
         if not ok:

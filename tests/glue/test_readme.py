@@ -139,7 +139,38 @@ def test_the_readmes_remote_connector_yaml_works_as_written(tmp_path, aerospike_
 
 
 def test_the_readme_has_the_examples_this_file_checks():
-    assert len(remote_blocks()) == 2 and len(l2_specs()) == 2
+    assert len(remote_blocks()) == 2 and len(l2_specs()) == 2 and len(storage_blocks()) == 1
+
+
+def storage_blocks():
+    return [b for b in readme_blocks("yaml") if re.search(r"^storage_plugins:", b, re.M)]
+
+
+def test_the_readmes_storage_plugin_yaml_works_as_written(tmp_path, aerospike_hosts):
+    from lmcache.v1.storage_backend import CreateStorageBackends
+
+    from lmcache_aerospike.storage import AerospikeStoragePlugin
+
+    config = load_yaml(tmp_path, storage_blocks()[0], aerospike_hosts)
+    loop, md = Loop(), metadata(64 * KiB, chunk_size=config.chunk_size)
+    backends = CreateStorageBackends(config, md, loop.loop, "cpu")
+    try:
+        plugin, cpu = backends["aerospike"], backends["LocalCPUBackend"]
+        assert isinstance(plugin, AerospikeStoragePlugin)
+        (k,) = keys(1)
+        obj = full_chunk(cpu, plugin.conn)
+        sent = bytes(obj.byte_array)
+        for f in plugin.batched_submit_put_task([k], [obj]) or []:
+            f.result(30)
+        obj.ref_count_down()  # as the storage manager does once submitted
+        got = plugin.get_blocking(k)
+        assert got is not None and bytes(got.byte_array) == sent
+        got.ref_count_down()
+        assert plugin.remove(k)
+    finally:
+        for backend in reversed(backends.values()):
+            backend.close()
+        loop.close()
 
 
 @pytest.mark.parametrize("index", range(len(l2_specs())))

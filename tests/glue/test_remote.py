@@ -2,7 +2,6 @@
 own RemoteBackend as LMCache's storage manager drives it."""
 
 import gc
-import logging
 import os
 import subprocess
 import sys
@@ -13,8 +12,8 @@ import torch
 
 from tests.conftest import info
 from tests.glue.harness import (
-    KiB, MiB, Loop, allocated, cpu_backend, full_chunk, keys, metadata, partial_chunk,
-    plugin_config,
+    KiB, MiB, DroppedObjects, Loop, allocated, cpu_backend, full_chunk, keys, metadata,
+    partial_chunk, plugin_config,
 )
 
 from lmcache.v1.exceptions import IrrecoverableException  # noqa: E402
@@ -22,25 +21,6 @@ from lmcache.v1.storage_backend.remote_backend import RemoteBackend  # noqa: E40
 
 from lmcache_aerospike import _native, client  # noqa: E402
 from lmcache_aerospike.remote import AerospikeRemoteConnector, InvalidSettingsError  # noqa: E402
-
-
-class DroppedObjects(logging.Handler):
-    """LMCache frees a MemoryObj that is garbage collected with references left
-    and warns: that hides a missing ref_count_down from allocated(), not from this."""
-
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.seen = []
-        self.logger = logging.getLogger("lmcache.v1.memory_management")
-        self.logger.addHandler(self)
-
-    def emit(self, record):
-        if "garbage collected" in record.getMessage():
-            self.seen.append(record.getMessage())
-
-    def check(self):
-        self.logger.removeHandler(self)
-        assert not self.seen, self.seen
 
 
 class Stack:
@@ -273,7 +253,10 @@ def test_remote_url_names_hosts_namespace_and_set(aerospike_hosts):
 def test_a_get_lmcache_gives_up_on_returns_its_memory_when_the_read_ends(stack, fixture_only):
     import aerospike
 
-    rb, cpu, conn = stack.backend(8 * MiB, blocking_timeout_secs=1)  # an int in LMCache
+    # blocking_timeout_secs is an int in LMCache; the engine's own read timeout must
+    # not end the read first.
+    rb, cpu, conn = stack.backend(8 * MiB, extra={"read_timeout_ms": 5000},
+                                  blocking_timeout_secs=1)
     (k,) = keys(1)
     obj = full_chunk(cpu, conn)
     put(rb, k, obj)
@@ -289,6 +272,43 @@ def test_a_get_lmcache_gives_up_on_returns_its_memory_when_the_read_ends(stack, 
     while allocated(cpu) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert allocated(cpu) == 0
+
+
+def test_a_batch_lmcache_gives_up_on_returns_every_part_when_the_reads_end(stack,
+                                                                          fixture_only):
+    """One engine op per batch_max_in_flight keys: when LMCache cancels the get, parts
+    that finished must give back their MemoryObjs too, not only the one in flight."""
+    import aerospike
+
+    rb, cpu, conn = stack.backend(8 * MiB, extra={"read_timeout_ms": 5000,
+                                                  "batch_max_in_flight": 1},
+                                  blocking_timeout_secs=1)
+    ks = keys(3)
+    objs = [full_chunk(cpu, conn) for _ in ks]
+    for k, o in zip(ks, objs):
+        put(rb, k, o)
+        o.ref_count_down()
+    digest = aerospike.calc_digest("lmcache", "kv_chunks", ks[1].to_string() + "|s|0").hex()
+    rule = f"fixture-fault:kind=delay;ms=2500;op=read;count=1;digest={digest}"
+    assert info(fixture_only, rule) == "ok"
+    assert rb.batched_get_blocking(ks) == [None] * 3
+    deadline = time.monotonic() + 10
+    while allocated(cpu) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert allocated(cpu) == 0
+
+
+def test_a_record_stored_under_another_serde_is_a_miss(stack, aerospike_hosts):
+    rb, cpu, conn = stack.backend(64 * KiB)
+    (k,) = keys(1)
+    obj = full_chunk(cpu, conn)
+    w = _native.Connector(hosts=aerospike_hosts, set="kv_chunks", default_ttl_seconds=60)
+    try:
+        w.put(k.to_string(), obj.byte_array, md=conn._md(obj), serde="cachegen")
+    finally:
+        w.close()
+    assert rb.contains(k) and rb.get_blocking(k) is None  # naive would decode it wrong
+    obj.ref_count_down()
 
 
 def test_a_read_that_times_out_is_a_miss_and_a_full_server_a_typed_error(stack, fixture_only):
