@@ -28,11 +28,31 @@ def spec(kind, hosts, setname):
             "class_name": "Connector", "adapter_params": params}
 
 
+def truncate(hosts, setname):
+    """Drops the run's records: a run writes (rounds + 1) x in-flight x keys chunks,
+    which would fill a small namespace after a few runs."""
+    import aerospike  # the official client, a test dependency
+
+    host, port = hosts.split(",")[0].rsplit(":", 1)
+    c = aerospike.client({"hosts": [(host, int(port))]}).connect()
+    try:
+        c.truncate("lmcache", setname, 0)
+    finally:
+        c.close()
+
+
 def run(kind, hosts, args):
     lmcache = shutil.which("lmcache", path=os.path.dirname(sys.executable))
+    setname = "lmca_bench_" + uuid.uuid4().hex[:8]
+    try:
+        return run_in(kind, hosts, setname, lmcache, args)
+    finally:
+        truncate(hosts, setname)
+
+
+def run_in(kind, hosts, setname, lmcache, args):
     with tempfile.NamedTemporaryFile(suffix=".json") as report:
-        cmd = [lmcache, "bench", "l2", "--l2-adapter",
-               json.dumps(spec(kind, hosts, "lmca_bench_" + uuid.uuid4().hex[:8])),
+        cmd = [lmcache, "bench", "l2", "--l2-adapter", json.dumps(spec(kind, hosts, setname)),
                "--no-skip-verify", "--format", "json", "--output", report.name, "--quiet",
                "--rounds", str(args.rounds), "--num-keys", str(args.num_keys),
                "--in-flight", str(args.in_flight), "--data-size-kb", str(args.data_size_kb)]
@@ -58,7 +78,7 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--num-keys", type=int, default=16)
-    p.add_argument("--in-flight", type=int, default=4)
+    p.add_argument("--in-flight", type=int, default=2)
     p.add_argument("--data-size-kb", type=int, default=4096)
     args = p.parse_args()
 
