@@ -40,7 +40,7 @@ from lmcache.v1.distributed.l2_adapters.native_connector_l2_adapter import (
 )
 from lmcache.v1.platform import create_event_notifier
 
-from lmcache_aerospike import _native, client, metrics
+from lmcache_aerospike import _native, client, logs, metrics
 from lmcache_aerospike.config import Settings
 
 logger = init_logger("lmcache_aerospike")
@@ -139,10 +139,13 @@ class AerospikeL2Adapter(L2AdapterInterface):
         with self._lock:
             return self._done[kind].pop(task_id, None)
 
-    def _health(self, ok: bool, error: str) -> None:
+    def _health(self, ok: bool, error: str, names: list) -> None:
+        """Tracks connection trouble for report_status and logs the error, its keys
+        replaced by their records' digests (spec 4.8)."""
         if ok:
             self._connection_failures = 0
             return
+        error = logs.redact(error, self.settings.set, names)
         self._last_error = error
         if error.startswith(("ECONNECTION", "ETIMEOUT")):
             self._connection_failures += 1
@@ -152,17 +155,18 @@ class AerospikeL2Adapter(L2AdapterInterface):
 
     def submit_store_task(self, keys: list, objects: list) -> L2TaskId:
         keys = list(keys)
+        names = [key_string(k) for k in keys]
         views = [o.byte_array for o in objects]
         sizes = [len(v) for v in views]
         started = time.perf_counter()
         self.metrics.in_flight(len(views))
 
         def done(ok: bool, error: str, stored: Optional[list]) -> L2StoreResult:
-            self._health(ok, error)
+            self._health(ok, error, names)
             self.metrics.in_flight(-len(views))
             self.metrics.op("store", started, _labels(ok, error, stored, "ok", "error"))
             stored = stored or [False] * len(keys)
-            if ok:
+            if ok and not self._engine.native.closed:  # plan() needs an open engine
                 self.metrics.segments(self._engine.native.plan(n) for n in sizes)
             self._account_stored([k for k, s in zip(keys, stored) if s],
                                  [n for n, s in zip(sizes, stored) if s])
@@ -170,7 +174,7 @@ class AerospikeL2Adapter(L2AdapterInterface):
             return L2StoreResult(ok, sum(n for n, s in zip(sizes, stored) if s))
 
         return self._submit("store", "submit_batch_set",
-                            ([key_string(k) for k in keys], views), done)
+                            (names, views), done)
 
     def _account_stored(self, keys: list, sizes: list) -> None:
         """Listeners hear of every stored key; bytes count once per key, and an
@@ -205,7 +209,7 @@ class AerospikeL2Adapter(L2AdapterInterface):
         started = time.perf_counter()
 
         def done(ok: bool, error: str, found: Optional[list]) -> Bitmap:
-            self._health(ok, error)
+            self._health(ok, error, names)
             self.metrics.op("lookup", started, _labels(ok, error, found, "hit", "miss"))
             hits = [i for i, f in enumerate(found or []) if f] if ok else []
             with self._lock:
@@ -223,7 +227,8 @@ class AerospikeL2Adapter(L2AdapterInterface):
         def touched(future: Any) -> None:
             ok, error, _ = future.result()
             if not ok:
-                logger.warning("aerospike L2: touching %d locked chunks: %s", len(names), error)
+                logger.warning("aerospike L2: touching %d locked chunks: %s", len(names),
+                               logs.redact(error, self.settings.set, names))
         try:
             self._engine.submit("submit_batch_touch", names).add_done_callback(touched)
         except _native.Error as e:
@@ -250,11 +255,12 @@ class AerospikeL2Adapter(L2AdapterInterface):
 
     def submit_load_task(self, keys: list, objects: list) -> L2TaskId:
         keys = list(keys)
+        names = [key_string(k) for k in keys]
         started = time.perf_counter()
         self.metrics.in_flight(len(keys))
 
         def done(ok: bool, error: str, loaded: Optional[list]) -> Bitmap:
-            self._health(ok, error)
+            self._health(ok, error, names)
             self.metrics.in_flight(-len(keys))
             self.metrics.op("load", started, _labels(ok, error, loaded, "hit", "miss"))
             hits = [i for i, hit in enumerate(loaded or []) if hit]
@@ -263,8 +269,7 @@ class AerospikeL2Adapter(L2AdapterInterface):
             return _bitmap(len(keys), hits)
 
         return self._submit("load", "submit_batch_get",
-                            ([key_string(k) for k in keys], [o.byte_array for o in objects]),
-                            done)
+                            (names, [o.byte_array for o in objects]), done)
 
     def query_load_result(self, task_id: L2TaskId) -> Optional[Bitmap]:
         return self._pop("load", task_id)
@@ -277,13 +282,13 @@ class AerospikeL2Adapter(L2AdapterInterface):
         if not keys or self._closed:
             return
         started = time.perf_counter()
+        names = [key_string(k) for k in keys]
         try:
-            ok, error, removed = self._engine.submit(
-                "submit_batch_delete", [key_string(k) for k in keys]).result(60)
+            ok, error, removed = self._engine.submit("submit_batch_delete", names).result(60)
         except Exception as e:  # noqa: BLE001 - eviction must not take the controller down
             logger.warning("aerospike L2: deleting %d chunks: %s", len(keys), e)
             return
-        self._health(ok, error)
+        self._health(ok, error, names)
         self.metrics.op("delete", started, _labels(ok, error, removed, "ok", "miss"))
         gone, sizes = [], []
         with self._lock:

@@ -18,6 +18,7 @@ small chunk's payload between the two, so it is read once).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any, Callable, List, Optional, Sequence
 
@@ -33,7 +34,7 @@ from lmcache.v1.storage_backend.connector import (
 )
 from lmcache.v1.storage_backend.connector.base_connector import RemoteConnector
 
-from lmcache_aerospike import _native, client, metrics
+from lmcache_aerospike import _native, client, logs, metrics
 from lmcache_aerospike.config import Settings
 
 logger = init_logger("lmcache_aerospike")
@@ -139,20 +140,36 @@ class AerospikeRemoteConnector(RemoteConnector):
             for i in range(0, len(names), step)))
         for ok, error, _ in parts:
             if not ok:
-                return False, error, None
+                return False, self._redact(error, names), None
         return True, "", [r for _, _, found in parts for r in found]
+
+    def _redact(self, text: str, names: Sequence[str]) -> str:
+        """An engine error without the keys it names (spec 4.8: logs name records
+        by digest, and LMCache logs what we raise)."""
+        return logs.redact(text, self.settings.set, names)
+
+    @contextlib.contextmanager
+    def _blocking(self, names: Sequence[str]) -> Any:
+        """A blocking call's error, raised again without the keys it names."""
+        try:
+            yield
+        except _native.Error as e:
+            raise _native.error_from(f"{e.name}: {self._redact(str(e), names)}") from None
+
+    def _named(self, name: str) -> str:
+        return logs.chunk(self.settings.set, name)
 
     # -- lookups -----------------------------------------------------------------
 
     async def exists(self, key: CacheEngineKey) -> bool:
         with self.metrics.timed("exists") as t:
-            ok, error, found = await self.engine.run("submit_batch_exists", [key.to_string()])
+            ok, error, found = await self._run("submit_batch_exists", [key.to_string()])
             _raise_unless(ok, error)
             t.results = _hits(found)
         return bool(found[0])
 
     def exists_sync(self, key: CacheEngineKey) -> bool:
-        with self.metrics.timed("exists") as t:
+        with self.metrics.timed("exists") as t, self._blocking([key.to_string()]):
             found = self.native.exists(key.to_string())
             t.results = _hits([found])
         return found
@@ -161,8 +178,9 @@ class AerospikeRemoteConnector(RemoteConnector):
         return True
 
     def batched_contains(self, keys: List[CacheEngineKey]) -> int:
-        with self.metrics.timed("batched_contains") as t:
-            count = self.native.prefix([k.to_string() for k in keys])
+        names = [k.to_string() for k in keys]
+        with self.metrics.timed("batched_contains") as t, self._blocking(names):
+            count = self.native.prefix(names)
             t.results = _prefix_hits(count, len(keys))
         return count
 
@@ -199,7 +217,7 @@ class AerospikeRemoteConnector(RemoteConnector):
         if pending.serde not in ("", mine):
             # RemoteBackend would decode it with its own serde: a wrong chunk.
             logger.warning("aerospike %s: stored with serde %r, this LMCache uses %r; a miss",
-                           key, pending.serde, mine)
+                           self._named(key), pending.serde, mine)
             return None
         if self.save_chunk_meta:
             try:
@@ -211,20 +229,20 @@ class AerospikeRemoteConnector(RemoteConnector):
                     raise ValueError(f"md says {rm.length} bytes, its shapes hold "
                                      f"{_described_bytes(rm)}, the record {pending.nbytes}")
             except Exception as e:  # noqa: BLE001 - the md is untrusted input
-                logger.warning("aerospike %s: unusable md (%s); a miss", key, e)
+                logger.warning("aerospike %s: unusable md (%s); a miss", self._named(key), e)
                 return None
             obj = self._alloc(rm.shapes, rm.dtypes, rm.fmt)
         else:
             n = pending.nbytes
             if n == 0 or n > self.full_chunk_size_bytes or n % self.single_token_size:
                 logger.warning("aerospike %s: %d bytes cannot be a chunk of %d-byte tokens "
-                               "(at most %d); a miss", key, n, self.single_token_size,
+                               "(at most %d); a miss", self._named(key), n, self.single_token_size,
                                self.full_chunk_size_bytes)
                 return None
             obj = self._alloc(self.meta_shapes, self.meta_dtypes, self.meta_fmt)
         if obj is not None and len(obj.byte_array) < pending.nbytes:  # no md: a full chunk
             logger.warning("aerospike %s: md shapes hold %d bytes, record %d; a miss",
-                           key, len(obj.byte_array), pending.nbytes)
+                           self._named(key), len(obj.byte_array), pending.nbytes)
             obj.ref_count_down()
             return None
         return obj
@@ -295,7 +313,8 @@ class AerospikeRemoteConnector(RemoteConnector):
             future.add_done_callback(lambda _: [o.ref_count_down() for o in held])
             raise
         if not ok:
-            logger.warning("aerospike get of %d chunks: %s; misses", len(todo), error)
+            logger.warning("aerospike get of %d chunks: %s; misses", len(todo),
+                           self._redact(error, [names[i] for i in todo]))
         for i, hit in zip(todo, placed if ok else [False] * len(todo)):
             if not hit:
                 objs[i].ref_count_down()
@@ -361,7 +380,8 @@ class AerospikeRemoteConnector(RemoteConnector):
                 t.results = ["ok"] * len(keys)
         finally:
             self.metrics.in_flight(-len(views))
-        self.metrics.segments(self.native.plan(len(v)) for v in views)
+        if not self.native.closed:  # plan() needs an open engine
+            self.metrics.segments(self.native.plan(len(v)) for v in views)
 
     async def put(self, key: CacheEngineKey, memory_obj: MemoryObj) -> None:
         await self._put_many([key], [memory_obj], "put")
@@ -376,7 +396,7 @@ class AerospikeRemoteConnector(RemoteConnector):
     # -- the rest ----------------------------------------------------------------------
 
     def remove_sync(self, key: CacheEngineKey) -> bool:
-        with self.metrics.timed("remove") as t:
+        with self.metrics.timed("remove") as t, self._blocking([key.to_string()]):
             removed = self.native.remove(key.to_string())
             t.results = ["ok" if removed else "miss"]
         return removed

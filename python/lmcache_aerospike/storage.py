@@ -56,6 +56,7 @@ import asyncio
 import concurrent.futures
 import importlib
 import threading
+import time
 from typing import Any, Callable, Coroutine, List, Optional, Sequence
 
 from lmcache.logging import init_logger
@@ -63,7 +64,7 @@ from lmcache.utils import CacheEngineKey
 from lmcache.v1.memory_management import MemoryObj
 from lmcache.v1.storage_backend.abstract_backend import StoragePluginInterface
 
-from lmcache_aerospike import client
+from lmcache_aerospike import client, metrics
 from lmcache_aerospike.config import Settings, _error
 from lmcache_aerospike.remote import AerospikeRemoteConnector
 
@@ -111,7 +112,8 @@ class _Connector(AerospikeRemoteConnector):
 
     def _allocate(self, key: str, pending: Any) -> Optional[MemoryObj]:
         if pending.serde not in RAW_SERDES:
-            logger.warning("aerospike %s: stored with serde %s; a miss", key, pending.serde)
+            logger.warning("aerospike %s: stored with serde %s; a miss", self._named(key),
+                           pending.serde)
             return None
         return super()._allocate(key, pending)
 
@@ -189,7 +191,8 @@ class AerospikeStoragePlugin(StoragePluginInterface):
     def pin(self, key: CacheEngineKey) -> bool:
         """Restarts the record's TTL; False when there is no record."""
         try:
-            return self.conn.native.touch(key.to_string())
+            with self.conn._blocking([key.to_string()]):
+                return self.conn.native.touch(key.to_string())
         except Exception as e:  # noqa: BLE001 - the interface reports failure as False
             logger.warning("aerospike storage plugin %s: pin: %s", self.name, e)
             return False
@@ -275,6 +278,8 @@ class AerospikeStoragePlugin(StoragePluginInterface):
         # (also when the engine is closed under them).
         for obj in objs:
             obj.ref_count_up()
+        started = time.perf_counter()
+        self.conn.metrics.in_flight(len(objs))
         kwargs: dict[str, Any] = {"serde": SERDE}
         if self.conn.save_chunk_meta:
             kwargs["mds"] = [self.conn._md(o) for o in objs]
@@ -286,27 +291,34 @@ class AerospikeStoragePlugin(StoragePluginInterface):
             future.set_result((False, str(e), None))
         with self._lock:
             self._puts.add(future)
-        future.add_done_callback(lambda f: self._put_done(keys, objs, on_complete, f))
+        future.add_done_callback(lambda f: self._put_done(keys, objs, on_complete, f, started))
         return future
 
     def _put_done(self, keys: list, objs: list,
                   on_complete: Optional[Callable[[CacheEngineKey], None]],
-                  future: concurrent.futures.Future) -> None:
+                  future: concurrent.futures.Future, started: float) -> None:
         ok, error, _ = future.result()
+        sizes = [len(o.byte_array) for o in objs]
         for obj in objs:
             obj.ref_count_down()
+        self.conn.metrics.in_flight(-len(objs))
+        self.conn.metrics.op("put", started, ["ok"] * len(keys) if ok
+                             else [metrics.result_of(error)])
+        if ok and not self.conn.native.closed:
+            self.conn.metrics.segments(self.conn.native.plan(n) for n in sizes)
         with self._lock:
             self._put_keys.difference_update(keys)
             self._puts.discard(future)
         if not ok:
-            logger.warning("aerospike storage plugin %s: put of %d chunks: %s",
-                           self.name, len(keys), error)
+            logger.warning("aerospike storage plugin %s: put of %d chunks: %s", self.name,
+                           len(keys), self.conn._redact(error, [k.to_string() for k in keys]))
             return
         for key in keys if on_complete is not None else ():
             try:
                 on_complete(key)
             except Exception as e:  # noqa: BLE001 - the interface says: caught and logged
-                logger.warning("on_complete_callback failed for key %s: %s", key, e)
+                logger.warning("on_complete_callback failed for %s: %s",
+                               self.conn._named(key.to_string()), e)
 
     # -- the rest -------------------------------------------------------------------
 

@@ -358,7 +358,10 @@ lmca_get_end(lmca_t *h, const lmca_get_t *g)
         return LMCA_OK;
     LMCA__COUNT(h, crc_mismatch);
     LMCA__COUNT(h, corrupt);
-    lmca__log(&h->cfg, LMCA_LOG_WARNING, "chunk \"%s\" fails its CRC; read as a miss", g->key);
+    char mkey[LMCA__RECKEY_SIZE], digest[41];
+    lmca__meta_key(mkey, g->key);
+    lmca__log(&h->cfg, LMCA_LOG_WARNING, "chunk of meta record %s fails its CRC; read as a miss",
+              lmca__wire_digest_hex(h->wire, mkey, digest));
     return LMCA_MISS;
 }
 

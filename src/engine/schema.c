@@ -282,9 +282,10 @@ lmca__meta_verdict(lmca__meta_reader *r, const lmca__read *payload)
 static void
 corrupt(lmca_t *h, const char *reckey, const char *why)
 {
+    char digest[41];
     LMCA__COUNT(h, corrupt);
-    lmca__log(&h->cfg, LMCA_LOG_WARNING, "record \"%s\" is corrupt (%s); read as a miss", reckey,
-              why);
+    lmca__log(&h->cfg, LMCA_LOG_WARNING, "record %s is corrupt (%s); read as a miss",
+              lmca__wire_digest_hex(h->wire, reckey, digest), why);
 }
 
 int
@@ -384,8 +385,10 @@ lmca__segment_bin(void *udata, const lmca__bin *b)
 static int
 torn(lmca_t *h, const char *skey, const char *why)
 {
+    char digest[41];
     LMCA__COUNT(h, torn);
-    lmca__log(&h->cfg, LMCA_LOG_DEBUG, "segment \"%s\" %s; the chunk reads as a miss", skey, why);
+    lmca__log(&h->cfg, LMCA_LOG_DEBUG, "segment %s %s; the chunk reads as a miss",
+              lmca__wire_digest_hex(h->wire, skey, digest), why);
     return LMCA_MISS;
 }
 

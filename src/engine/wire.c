@@ -559,6 +559,18 @@ lmca__wire_remove(lmca__wire *w, const char *key, lmca_err_t *err)
     return LMCA_OK;
 }
 
+const char *
+lmca__wire_digest_hex(lmca__wire *w, const char *key, char out[41])
+{
+    as_key k;
+    as_key_init_str(&k, w->ns, w->set, key);
+    as_digest *d = as_key_digest(&k);
+    for (int i = 0; i < 20; i++)
+        snprintf(out + 2 * i, 3, "%02x", d ? d->value[i] : 0);
+    as_key_destroy(&k);
+    return out;
+}
+
 int
 lmca__wire_remove_digest(lmca__wire *w, const uint8_t digest[20], lmca_err_t *err)
 {

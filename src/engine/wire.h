@@ -100,6 +100,10 @@ int lmca__wire_write_many(lmca__wire *w, lmca__row *rows, size_t n, lmca_err_t *
 /* @return LMCA_OK, LMCA_MISS (nothing there), error. */
 int lmca__wire_remove(lmca__wire *w, const char *key, lmca_err_t *err);
 
+/* The record's digest, as hex into `out`, which it returns: what logs name a record
+   by (spec 4.8: never its key), and what asadm and aql show. */
+const char *lmca__wire_digest_hex(lmca__wire *w, const char *key, char out[41]);
+
 /* The same by the record's digest. */
 int lmca__wire_remove_digest(lmca__wire *w, const uint8_t digest[20], lmca_err_t *err);
 

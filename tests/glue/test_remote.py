@@ -2,6 +2,7 @@
 own RemoteBackend as LMCache's storage manager drives it."""
 
 import gc
+import logging
 import os
 import subprocess
 import sys
@@ -345,3 +346,35 @@ def test_lmcache_basic_check_test_remote_passes(tmp_path, aerospike_hosts):
     assert run.returncode == 0, out[-3000:]
     assert "Test Failed" not in out and "FAIL" not in out, out[-3000:]
     assert "PASS" in out or "passed" in out.lower(), out[-3000:]
+
+
+def test_logs_and_errors_name_records_by_digest_never_by_key(stack, aerospike_hosts,
+                                                             fixture_only):
+    """Spec 4.8: a key appears in logs only as its record's digest (the one asadm and
+    aql show), including in the errors we raise, which LMCache logs."""
+    import aerospike
+
+    seen = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    log = logging.getLogger("lmcache_aerospike")
+    log.addHandler(handler)
+    try:
+        rb, cpu, conn = stack.backend(64 * KiB)
+        bad, slow = keys(2)
+        w = _native.Connector(hosts=aerospike_hosts, set="kv_chunks", default_ttl_seconds=60)
+        try:
+            w.put(bad.to_string(), bytearray(64 * KiB), md=b"\xff" * 5)
+        finally:
+            w.close()
+        assert rb.get_blocking(bad) is None
+        assert info(fixture_only, "fixture-fault:kind=result;code=14;op=read;count=1") == "ok"
+        with pytest.raises(_native.BusyError) as e:
+            conn.exists_sync(slow)
+    finally:
+        log.removeHandler(handler)
+    text = "\n".join(seen) + "\n" + str(e.value)
+    for k in (bad, slow):
+        assert k.to_string() not in text
+    assert aerospike.calc_digest("lmcache", "kv_chunks", bad.to_string() + "|m").hex() in text
+    assert aerospike.calc_digest("lmcache", "kv_chunks", slow.to_string() + "|m").hex() in text

@@ -127,9 +127,12 @@ def test_status_reports_the_engine_and_turns_unhealthy_on_connection_errors(
         assert status["is_healthy"] and status["hosts"] == aerospike_hosts
         assert "engine_submitted" in status and "engine_corrupt" in status
         assert info(fixture_only, "fixture-fault:kind=drop;op=read;count=4") == "ok"
-        assert lookup(a, object_keys(1)) == [False]
+        dropped = object_keys(1)
+        assert lookup(a, dropped) == [False]
         status = a.report_status()
         assert not status["is_healthy"] and "ECONNECTION" in status["last_error"]
+        # Named by its record's digest (spec 4.8), never by its key.
+        assert _object_key_to_string(dropped[0]) not in status["last_error"]
         info(fixture_only, "fixture-clear-faults")
         assert lookup(a, object_keys(1)) == [False]
         assert a.report_status()["is_healthy"]  # the next success clears it
