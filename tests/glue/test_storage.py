@@ -483,3 +483,32 @@ def test_a_scheduler_has_lookups_but_no_gets(stack, writer):
         assert stack.loop.run(plugin.batched_get_non_blocking("l", [k])) == []
     finally:
         plugin.close()
+
+
+def test_lmcache_basic_check_test_storage_manager_passes(tmp_path, aerospike_hosts):
+    """LMCache's own check of a storage manager, built from a YAML whose only
+    backend is this plugin (local_cpu off), puts, finds and gets chunks."""
+    import os
+    import subprocess
+    import sys
+    import uuid
+
+    config = tmp_path / "lmcache.yaml"
+    config.write_text(
+        "chunk_size: 256\nlocal_cpu: false\nmax_local_cpu_size: 0.2\n"
+        'storage_plugins: ["aerospike"]\n'
+        "extra_config:\n"
+        "  storage_plugin.aerospike.module_path: lmcache_aerospike.storage\n"
+        "  storage_plugin.aerospike.class_name: AerospikeStoragePlugin\n"
+        f'  storage_plugin.aerospike.hosts: "{aerospike_hosts}"\n'
+        f"  storage_plugin.aerospike.set: lmca_sm_{uuid.uuid4().hex[:8]}\n"
+        "  storage_plugin.aerospike.default_ttl_seconds: 60\n")
+    env = {**os.environ, "LMCACHE_CONFIG_FILE": str(config), "LMCACHE_TRACK_USAGE": "false"}
+    run = subprocess.run([sys.executable, "-m", "lmcache.v1.basic_check", "--mode",
+                          "test_storage_manager", "--model", "lmca-sm", "--num-keys", "6"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-3000:]
+    assert "Failed to create backend" not in out, out[-3000:]
+    assert "Validation (content correct): 6/6 passed" in out, out[-3000:]
+    assert "Test Failed" not in out, out[-3000:]
