@@ -15,6 +15,7 @@ import yaml
 
 from lmcache_aerospike import _native
 from lmcache_aerospike.config import ENV_PREFIX, Settings
+from tests.glue.spec_configs import SPEC_MULTI_YAML, SPEC_YAML
 
 HOSTS = "127.0.0.1:3000"
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
@@ -370,49 +371,6 @@ def test_from_extra_config_none_uses_env(monkeypatch):
     assert Settings.from_extra_config(None, "storage_plugin.aerospike.").hosts == "env:3000"
 
 
-SPEC_YAML = """
-chunk_size: 256
-local_cpu: true
-max_local_cpu_size: 20
-remote_storage_plugins: ["aerospike"]
-extra_config:
-  remote_storage_plugin.aerospike.module_path: lmcache_aerospike.adapter
-  remote_storage_plugin.aerospike.class_name: AerospikeConnectorAdapter
-  remote_storage_plugin.aerospike.hosts: "aerospike-0:3000,aerospike-1:3000"
-  remote_storage_plugin.aerospike.namespace: lmcache
-  remote_storage_plugin.aerospike.set: kv_chunks
-  remote_storage_plugin.aerospike.target_segment_bytes: 4194304
-  # max_segment_bytes is discovered from the server at startup (see Section 4.3.6).
-  # Uncomment to override; the override is clamped to the server's cap.
-  # remote_storage_plugin.aerospike.max_segment_bytes: 4128768
-  remote_storage_plugin.aerospike.min_segment_bytes: 65536
-  # single_record_threshold_bytes defaults to min(target_segment_bytes, max_segment_bytes).
-  # remote_storage_plugin.aerospike.single_record_threshold_bytes: 4194304
-  remote_storage_plugin.aerospike.default_ttl_seconds: 86400
-  remote_storage_plugin.aerospike.read_timeout_ms: 1000
-  remote_storage_plugin.aerospike.write_timeout_ms: 2000
-  remote_storage_plugin.aerospike.batch_max_in_flight: 64
-  remote_storage_plugin.aerospike.executor_threads: 16
-  remote_storage_plugin.aerospike.enable_list: false
-  remote_storage_plugin.aerospike.enable_crc32: false
-  remote_storage_plugin.aerospike.enable_repair_scan: false
-  remote_storage_plugin.aerospike.commit_level: all
-  remote_storage_plugin.aerospike.replica: sequence
-"""
-
-SPEC_YAML_MULTI = """
-remote_storage_plugins: ["aerospike.primary", "aerospike.dr"]
-extra_config:
-  remote_storage_plugin.aerospike.primary.module_path: lmcache_aerospike.adapter
-  remote_storage_plugin.aerospike.primary.class_name: AerospikeConnectorAdapter
-  remote_storage_plugin.aerospike.primary.hosts: "as-primary:3000"
-  remote_storage_plugin.aerospike.primary.namespace: lmcache
-  remote_storage_plugin.aerospike.dr.module_path: lmcache_aerospike.adapter
-  remote_storage_plugin.aerospike.dr.class_name: AerospikeConnectorAdapter
-  remote_storage_plugin.aerospike.dr.hosts: "as-dr:3000"
-  remote_storage_plugin.aerospike.dr.namespace: lmcache
-"""
-
 
 def test_spec_yaml_example():
     doc = yaml.safe_load(SPEC_YAML)
@@ -427,7 +385,7 @@ def test_spec_yaml_example():
 
 
 def test_spec_yaml_multi_instance_example():
-    doc = yaml.safe_load(SPEC_YAML_MULTI)
+    doc = yaml.safe_load(SPEC_MULTI_YAML)
     got = {name: Settings.from_extra_config(doc["extra_config"],
                                             f"remote_storage_plugin.{name}.")
            for name in doc["remote_storage_plugins"]}
