@@ -8,7 +8,14 @@
 #
 #   ACTION  start (waits until the node serves), stop (SIGTERM, waits for
 #           exit), kill (SIGKILL), pause (SIGSTOP), resume (SIGCONT), status
-#   NODE    single (port 3000) or 0, 1, 2 (ports 3100, 3110, 3120)
+#   NODE    single (port 3000) or 0, 1, 2 (ports 3100, 3110, 3120), or one of
+#           the benchmarks' own single nodes: bench (3200), pack (3300)
+#
+# Knobs for the benchmarks (read when a node starts):
+#   LOOPBACK_ACCESS_PORT  the port the node advertises to clients (its
+#                         access-port), e.g. a delay proxy's: clients that learn
+#                         the cluster from it then route every request there
+#   LOOPBACK_DATA_SIZE    the lmcache namespace's data-size (default 2G)
 #
 # Configs, logs and pid files live in $AEROSPIKE_LOOPBACK_DIR (default
 # /tmp/aerospike-loopback). The namespaces are those of tests/aerospike-test.conf;
@@ -23,13 +30,16 @@ dir=${AEROSPIKE_LOOPBACK_DIR:-/tmp/aerospike-loopback}/node-$node
 case "$node" in
 single) port=3000 rf=1 ;;
 0 | 1 | 2) port=$((3100 + 10 * node)) rf=2 ;;
-*) echo "usage: $0 start|stop|kill|pause|resume|status single|0|1|2" >&2; exit 2 ;;
+bench) port=3200 rf=1 ;;
+pack) port=3300 rf=1 ;;
+*) echo "usage: $0 start|stop|kill|pause|resume|status single|0|1|2|bench|pack" >&2; exit 2 ;;
 esac
 
 # One node's config: service, fabric, heartbeat and admin on consecutive ports.
 write_config() {
-    local seeds=""
-    if [ "$node" != single ]; then
+    local seeds="" access=""
+    [ -n "${LOOPBACK_ACCESS_PORT:-}" ] && access="        access-port $LOOPBACK_ACCESS_PORT"$'\n'
+    if [ "$rf" = 2 ]; then
         for n in 0 1 2; do
             seeds="$seeds        mesh-seed-address-port 127.0.0.1 $((3102 + 10 * n))"$'\n'
         done
@@ -39,7 +49,7 @@ write_config() {
 service {
     cluster-name lmca-loopback
     proto-fd-max 1024
-    node-id a$((${node/single/9} + 1))
+    node-id $(case "$node" in single) echo a10 ;; bench) echo b1 ;; pack) echo c1 ;; *) echo "a$((node + 1))" ;; esac)
     work-directory $dir/work
     pidfile $dir/asd.pid
 }
@@ -56,7 +66,7 @@ network {
         address 127.0.0.1
         port $port
         access-address 127.0.0.1
-    }
+$access    }
     fabric {
         address 127.0.0.1
         port $((port + 1))
@@ -79,7 +89,7 @@ namespace lmcache {
     nsup-period 1
     default-ttl 0
     storage-engine memory {
-        data-size 2G
+        data-size ${LOOPBACK_DATA_SIZE:-2G}
     }
 }
 namespace small {
@@ -148,7 +158,7 @@ status)
     echo "node $node: ${p:-not running} (port $port)"
     ;;
 *)
-    echo "usage: $0 start|stop|kill|pause|resume|status single|0|1|2" >&2
+    echo "usage: $0 start|stop|kill|pause|resume|status single|0|1|2|bench|pack" >&2
     exit 2
     ;;
 esac
