@@ -99,6 +99,10 @@ typedef struct lmca_config {
     lmca_replica replica;           /* default SEQUENCE */
     bool enable_crc32;              /* default false */
     bool send_key;                  /* default false: the key is only hashed */
+    bool fast_path;                 /* default true: payload records are sent from
+                                       and received into the caller's buffers
+                                       (DESIGN.md, "The fast path"); false = the
+                                       client's own calls, which copy */
     uint32_t max_conns_per_node;    /* connection pool size; default 64 */
     const char *username;           /* passed through; EE only */
     const char *password;           /* passed through; EE only */
@@ -394,6 +398,8 @@ typedef struct lmca_stats {
     uint64_t puts_aborted;     /* failed puts that had written segments */
     uint64_t segments_removed; /* segments those aborts removed */
     uint64_t segments_left;    /* segments an abort could not remove */
+    uint64_t fast_ops;         /* single-record puts and gets on the fast path */
+    uint64_t client_ops;       /* ... through the client's own calls (fast_path off) */
 } lmca_stats_t;
 
 LMCA_EXTERN void lmca_stats(lmca_t *h, lmca_stats_t *out);

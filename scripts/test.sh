@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test and closes with one summary line:
 #   - the C tests (tests/c), built plainly and under ASan+UBSan, and the
-#     asynchronous layer's tests under TSan;
+#     asynchronous layer's tests under TSan; the plain build once more on the
+#     client's own calls instead of the fast path (LMCA_TEST_PATH=client);
 #   - the libFuzzer harnesses (tests/fuzz), FUZZ_SECONDS (default 60) each;
 #   - a short soak of the asynchronous layer (SOAK_SECONDS, default 20);
 #   - pytest (tests/), when pytest is installed (scripts/bootstrap.sh installs it).
@@ -63,6 +64,13 @@ for t in build/tests/test_* build/asan/tests/test_* build/tsan/tests/test_pool*;
     echo "== $t"
     "$t" 2>&1 | tee "$tmp/out"
     tally "$tmp/out" "$t"
+done
+# The same suites on the client's own calls (the fast path off), so that both
+# data paths pass them; tests/c/test_fast.c checks which path carried the bytes.
+for t in build/tests/test_*; do
+    echo "== $t, client path"
+    LMCA_TEST_PATH=client "$t" 2>&1 | tee "$tmp/out"
+    tally "$tmp/out" "$t (client path)"
 done
 
 # The decoders of server data under libFuzzer, FUZZ_SECONDS (default 60) each.

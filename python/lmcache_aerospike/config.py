@@ -86,6 +86,8 @@ class Settings:
     enable_crc32: bool = _engine(False, "store and verify a CRC32 of every payload")
     send_key: bool = _engine(False, "store the key with each record (debugging; costs space)")
     max_conns_per_node: int = _engine(64, "connection pool size per server node")
+    fast_path: bool = _engine(True, "send and receive payloads straight from and into "
+                              "LMCache's buffers (false: the client's own calls, which copy)")
     username: str = _engine("", "Enterprise Edition user (optional)")
     password: str = _engine("", "Enterprise Edition password (optional)", repr=False)
     tls_name: str = _engine("", "reserved for Enterprise Edition TLS")

@@ -27,6 +27,7 @@ lmca_config_init(lmca_config_t *cfg)
     cfg->commit_level = LMCA_COMMIT_ALL;
     cfg->replica = LMCA_REPLICA_SEQUENCE;
     cfg->max_conns_per_node = 64;
+    cfg->fast_path = true;
 }
 
 /* How lmca_config_set() parses each key. */
@@ -54,6 +55,7 @@ static const struct field {
     F("replica", K_REPLICA, replica),
     F("enable_crc32", K_BOOL, enable_crc32),
     F("send_key", K_BOOL, send_key),
+    F("fast_path", K_BOOL, fast_path),
     F("max_conns_per_node", K_U32, max_conns_per_node),
     F("username", K_STR, username),
     F("password", K_STR, password),

@@ -160,6 +160,7 @@ lmca_stats(lmca_t *h, lmca_stats_t *out)
     LOAD(segments_removed);
     LOAD(segments_left);
 #undef LOAD
+    lmca__wire_paths(h->wire, &out->fast_ops, &out->client_ops);
 }
 
 /* ---------------------------------------------------------------------------

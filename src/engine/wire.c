@@ -13,6 +13,7 @@
 #include <aerospike/as_record_iterator.h>
 #include <aerospike/version.h>
 
+#include "fast.h"
 #include "wire.h"
 
 struct lmca__wire {
@@ -30,7 +31,11 @@ struct lmca__wire {
     as_policy_batch_write batch_touch;
     as_policy_scan scan;
     as_policy_info info;
+    bool fast; /* single-record puts and gets through fast.c */
+    atomic_uint_fast64_t fast_ops, client_ops;
 };
+
+#define COUNT(w, field) atomic_fetch_add_explicit(&(w)->field, 1, memory_order_relaxed)
 
 /* ---------------------------------------------------------------------------
  * Errors: every as_status becomes an lmca status here and nowhere else.
@@ -236,6 +241,7 @@ lmca__wire_open(const lmca_config_t *cfg, lmca__wire **out, lmca_err_t *err)
     snprintf(w->ns, sizeof w->ns, "%s", cfg->namespace_);
     snprintf(w->set, sizeof w->set, "%s", cfg->set);
     init_policies(w, cfg);
+    w->fast = cfg->fast_path;
     aerospike_init(&w->as, &ac); /* owns the config's seeds from here */
     if (aerospike_connect(&w->as, &e) != AEROSPIKE_OK) {
         rc = lmca__fail(err, LMCA_ECONNECTION, e.code,
@@ -260,6 +266,13 @@ lmca__wire_close(lmca__wire *w)
         aerospike_close(&w->as, &e);
     aerospike_destroy(&w->as);
     free(w);
+}
+
+void
+lmca__wire_paths(lmca__wire *w, uint64_t *fast_ops, uint64_t *client_ops)
+{
+    *fast_ops = atomic_load_explicit(&w->fast_ops, memory_order_relaxed);
+    *client_ops = atomic_load_explicit(&w->client_ops, memory_order_relaxed);
 }
 
 int
@@ -333,6 +346,12 @@ lmca__wire_write(lmca__wire *w, const char *key, const lmca__bin *bins, unsigned
     as_status rc;
 
     as_key_init_str(&k, w->ns, w->set, key);
+    if (w->fast) {
+        COUNT(w, fast_ops);
+        rc = lmca__fast_put(&w->as, &e, &w->write, &k, bins, n, ttl);
+        return rc == AEROSPIKE_OK ? LMCA_OK : fail(err, &e, "put", key);
+    }
+    COUNT(w, client_ops);
     as_record_inita(&rec, (uint16_t)n);
     if (!set_bins(&rec, bins, n)) {
         as_record_destroy(&rec);
@@ -423,6 +442,12 @@ lmca__wire_read(lmca__wire *w, const char *key, const char *const *names, const 
 
     read_reset(r);
     as_key_init_str(&k, w->ns, w->set, key);
+    if (w->fast) {
+        COUNT(w, fast_ops);
+        rc = lmca__fast_select(&w->as, &e, &w->read, &k, names, payload, r);
+        return r->result = rc == AEROSPIKE_OK ? LMCA_OK : fail(err, &e, "get", key);
+    }
+    COUNT(w, client_ops);
     rc = names ? aerospike_key_select(&w->as, &e, &w->read, &k, (const char **)names, &rec)
                : aerospike_key_get(&w->as, &e, &w->read, &k, &rec);
     if (rc != AEROSPIKE_OK)

@@ -56,6 +56,9 @@ typedef struct lmca__read {
 int lmca__wire_open(const lmca_config_t *cfg, lmca__wire **out, lmca_err_t *err);
 void lmca__wire_close(lmca__wire *w);
 
+/* Single-record puts and gets so far, by path (lmca_stats_t). */
+void lmca__wire_paths(lmca__wire *w, uint64_t *fast_ops, uint64_t *client_ops);
+
 /* Info request to any node; `*answer` is malloc'd ("req\tvalue\n"), free() it. */
 int lmca__wire_info(lmca__wire *w, const char *req, char **answer, lmca_err_t *err);
 

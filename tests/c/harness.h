@@ -87,6 +87,10 @@ const char *th_info(const char *cmd);
 /* A config for namespace `ns` on the hosts under test, with a log collector. */
 void th_config(lmca_config_t *cfg, const char *ns);
 
+/* The data path th_config picks: the fast path, or with LMCA_TEST_PATH=client
+   the client's own calls. */
+bool th_fast_path(void);
+
 /* Opens a handle on `ns` with default settings; fails the test on error. */
 lmca_t *th_open(const char *ns);
 
