@@ -235,12 +235,12 @@ ext_stats(Connector *self, PyObject *Py_UNUSED(ignored))
     lmca_stats(self->h, &e);
 #define U(x) (unsigned long long)(x)
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "submitted", U(p.submitted),
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "submitted", U(p.submitted),
         "completed", U(p.completed), "canceled", U(p.canceled), "queued", U(p.queued),
         "bytes_read", U(p.bytes_read), "bytes_written", U(p.bytes_written), "corrupt",
         U(e.corrupt), "torn", U(e.torn), "crc_mismatch", U(e.crc_mismatch), "puts_aborted",
         U(e.puts_aborted), "segments_removed", U(e.segments_removed), "segments_left",
-        U(e.segments_left));
+        U(e.segments_left), "fast_ops", U(e.fast_ops), "client_ops", U(e.client_ops));
 #undef U
 }
 

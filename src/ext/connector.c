@@ -742,7 +742,8 @@ static PyMethodDef connector_methods[] = {
      "list_keys(*, limit=None) -> (list[str], int): the chunk keys of the set, scanned, "
      "and how many chunks were stored without their key (send_key off). Slow."},
     {"stats", (PyCFunction)ext_stats, METH_NOARGS,
-     "stats() -> dict: counters since open (pool work, corrupt records, aborted puts)."},
+     "stats() -> dict: counters since open (pool work, corrupt records, aborted puts, "
+     "records on the fast path and on the client's calls)."},
     {NULL, NULL, 0, NULL},
 };
 

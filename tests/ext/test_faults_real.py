@@ -280,6 +280,9 @@ def test_cluster_node_stopped_and_killed_during_load(cluster):
     print("after the churn:", final.summary(), final.log[-1])
     assert final.wrong == 0 and final.log[-1][2]
     assert final.log[-1][4] > 0
+    # the payloads went the fast path, through the node changes
+    stats = c.stats()
+    assert stats["fast_ops"] > 0 and stats["client_ops"] == 0, stats
     load.held.extend(final.held)
     final.held.clear()  # only load.held refers to them now
     check(load, since, before)
