@@ -6,11 +6,13 @@
  *                [-m chunk|batch|prefix|all]
  *
  * Modes (default all):
- *   chunk  lmca_put / lmca_get of `count` chunks of `bytes` per thread, against
- *          aerospike_key_put / aerospike_key_get of one record of the same bytes
- *          plus the copy into a destination buffer (what any connector must do).
- *          A chunk larger than the namespace's record cap cannot be one record:
- *          the raw baseline then writes the same segment records the engine does.
+ *   chunk  lmca_put / lmca_get of `count` chunks of `bytes` per thread, in three
+ *          columns: the engine; aerospike_key_put / aerospike_key_get of one
+ *          record of the same bytes plus the copy into a destination buffer
+ *          (what a connector on the client's API must do); and the limit, a
+ *          minimal client that writev()s header and payload and receives the
+ *          value straight into the destination (single node only). Chunks
+ *          above the record cap have only the engine column.
  *   batch  reading `count` records of each size in a sweep, as one batch read
  *          versus one get after another, to place batch_threshold_bytes.
  *   prefix lmca_prefix (a batch read of the meta records' small bins, each one
@@ -31,6 +33,12 @@
 #include <aerospike/aerospike.h>
 #include <aerospike/aerospike_batch.h>
 #include <aerospike/aerospike_key.h>
+#include <endian.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "lmca.h"
 
@@ -46,6 +54,7 @@ typedef struct {
     lmca_t *h;      /* engine mode */
     aerospike *as;  /* raw mode */
     uint8_t *src, *dst;
+    int fd;         /* limit mode: this thread's socket */
     int failures;
 } job_t;
 
@@ -150,6 +159,173 @@ raw_get(void *arg)
     return NULL;
 }
 
+/* ---------------------------------------------------------------------------
+ * The limit: a minimal client that sends a put as one writev of its header and
+ * the payload and receives a get's value straight into the destination, on one
+ * blocking socket per thread to the first seed. No routing, pools, retries or
+ * timeouts, so only for a single node: what the wire and the server allow,
+ * the ceiling the engine's fast path (src/engine/fast.c) is measured against.
+ */
+
+static int
+limit_connect(const char *hosts)
+{
+    char host[256];
+    const char *colon;
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai;
+    int fd, one = 1;
+
+    snprintf(host, sizeof host, "%s", hosts);
+    host[strcspn(host, ",")] = '\0';
+    colon = strrchr(host, ':');
+    if (colon)
+        host[colon - host] = '\0';
+    if (getaddrinfo(host, colon ? colon + 1 : "3000", &hints, &ai) != 0)
+        die("limit", "cannot resolve the first seed");
+    fd = socket(ai->ai_family, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0)
+        die("limit", "cannot connect to the first seed");
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    freeaddrinfo(ai);
+    return fd;
+}
+
+static uint8_t *
+put32(uint8_t *p, uint32_t v)
+{
+    v = htonl(v);
+    memcpy(p, &v, 4);
+    return p + 4;
+}
+
+static uint8_t *
+field(uint8_t *p, uint8_t type, const void *data, size_t len)
+{
+    p = put32(p, (uint32_t)len + 1);
+    *p++ = type;
+    memcpy(p, data, len);
+    return p + len;
+}
+
+/* A single-bin ("b") write of `value_len` bytes, or a read of that bin; the
+   value itself is not in the header. Returns the header's length. */
+static size_t
+limit_header(uint8_t *buf, const char *ns, const char *key, bool write, size_t value_len)
+{
+    as_key k;
+    uint8_t *p = buf + 8;
+    uint64_t proto;
+
+    as_key_init_str(&k, ns, "bench", key);
+    *p++ = 22;                    /* header size */
+    *p++ = write ? 0 : 1;         /* info1: read */
+    *p++ = write ? 1 : 0;         /* info2: write */
+    *p++ = 0;                     /* info3 */
+    *p++ = 0;                     /* unused */
+    *p++ = 0;                     /* result code */
+    p = put32(p, 0);              /* generation */
+    p = put32(p, write ? 0xFFFFFFFFu : 0); /* TTL: never expires */
+    p = put32(p, 0);              /* transaction TTL */
+    *p++ = 0, *p++ = 3;           /* fields */
+    *p++ = 0, *p++ = 1;           /* ops */
+    p = field(p, 0, ns, strlen(ns));
+    p = field(p, 1, "bench", 5);
+    p = field(p, 4, as_key_digest(&k)->value, AS_DIGEST_VALUE_SIZE);
+    p = put32(p, (uint32_t)(4 + 1 + (write ? value_len : 0)));
+    *p++ = write ? 2 : 1;         /* op: write, read */
+    *p++ = write ? 4 : 0;         /* particle: blob */
+    *p++ = 0;
+    *p++ = 1;                     /* name length */
+    *p++ = 'b';
+    /* version 2, type 3 (a message), then the size of what follows */
+    proto = htobe64((uint64_t)(p - buf - 8 + (write ? value_len : 0)) | 2ull << 56 | 3ull << 48);
+    memcpy(buf, &proto, 8);
+    return (size_t)(p - buf);
+}
+
+static bool
+recv_all(int fd, void *buf, size_t n)
+{
+    return n == 0 || recv(fd, buf, n, MSG_WAITALL) == (ssize_t)n;
+}
+
+/* Reads a response; the "b" bin's value, when it has `want` bytes, goes to dst.
+   Returns the result code, or -1 when the response did not parse. */
+static int
+limit_response(int fd, uint8_t *dst, size_t want)
+{
+    uint8_t hdr[8 + 22], skip[4096];
+    uint32_t size;
+    uint16_t nfields, nops;
+
+    if (!recv_all(fd, hdr, sizeof hdr))
+        return -1;
+    memcpy(&nfields, hdr + 8 + 18, 2);
+    memcpy(&nops, hdr + 8 + 20, 2);
+    for (int i = 0; i < ntohs(nfields); i++) {
+        if (!recv_all(fd, &size, 4) || ntohl(size) > sizeof skip ||
+            !recv_all(fd, skip, ntohl(size)))
+            return -1;
+    }
+    for (int i = 0; i < ntohs(nops); i++) {
+        uint8_t op[8 + 255];
+        if (!recv_all(fd, op, 8) || !recv_all(fd, op + 8, op[7]))
+            return -1;
+        memcpy(&size, op, 4);
+        size_t len = ntohl(size) - 4 - op[7];
+        if (len != want || !recv_all(fd, dst, len))
+            return -1;
+    }
+    return hdr[8 + 5];
+}
+
+static void *
+limit_put(void *arg)
+{
+    job_t *j = arg;
+    uint8_t head[256];
+    char key[64];
+    for (int i = 0; i < j->o->count; i++) {
+        snprintf(key, sizeof key, "limit-%d-%d", j->id, i);
+        size_t n = limit_header(head, j->o->ns, key, true, j->o->bytes);
+        struct iovec iov[2] = {{head, n}, {j->src, j->o->bytes}};
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
+        size_t left = n + j->o->bytes;
+        while (left > 0) { /* one sendmsg, continued where the socket stopped it */
+            ssize_t w = sendmsg(j->fd, &msg, MSG_NOSIGNAL);
+            if (w <= 0)
+                die("limit", "send failed");
+            left -= (size_t)w;
+            while (w > 0 && msg.msg_iovlen > 0) {
+                size_t c = (size_t)w < msg.msg_iov->iov_len ? (size_t)w : msg.msg_iov->iov_len;
+                msg.msg_iov->iov_base = (uint8_t *)msg.msg_iov->iov_base + c;
+                msg.msg_iov->iov_len -= c;
+                w -= (ssize_t)c;
+                if (msg.msg_iov->iov_len == 0)
+                    msg.msg_iov++, msg.msg_iovlen--;
+            }
+        }
+        j->failures += limit_response(j->fd, NULL, 0) != 0;
+    }
+    return NULL;
+}
+
+static void *
+limit_get(void *arg)
+{
+    job_t *j = arg;
+    uint8_t head[256];
+    char key[64];
+    for (int i = 0; i < j->o->count; i++) {
+        snprintf(key, sizeof key, "limit-%d-%d", j->id, i);
+        size_t n = limit_header(head, j->o->ns, key, false, 0);
+        if (send(j->fd, head, n, MSG_NOSIGNAL) != (ssize_t)n)
+            die("limit", "send failed");
+        j->failures += limit_response(j->fd, j->dst, j->o->bytes) != 0;
+    }
+    return NULL;
+}
+
 /* Runs fn on every thread; returns GB/s over all of them. */
 static double
 run(const opts_t *o, job_t *jobs, void *(*fn)(void *))
@@ -182,7 +358,7 @@ chunk_mode(const opts_t *o)
     aerospike as;
     as_error e;
     job_t jobs[64];
-    double ep, eg, rp, rg;
+    double ep, eg, rp, rg, lp, lg;
 
     lmca_config_init(&cfg);
     cfg.hosts = o->hosts;
@@ -199,29 +375,46 @@ chunk_mode(const opts_t *o)
         memset(jobs[i].src, i + 1, o->bytes);
     }
     bool one_record = o->bytes <= lmca_limits(h)->max_segment_bytes;
-    /* Interleaved rounds, alternating which goes first, so that warm-up and
-       machine noise hit both alike; the best round of each counts. */
-    ep = eg = rp = rg = 0;
+    for (int i = 0; one_record && i < o->threads; i++)
+        jobs[i].fd = limit_connect(o->hosts);
+    /* Interleaved rounds, rotating which goes first, so that warm-up and
+       machine noise hit all alike; the best round of each counts. */
+    ep = eg = rp = rg = lp = lg = 0;
     for (int round = 0; round < ROUNDS; round++) {
-        for (int turn = 0; turn < 2; turn++) {
-            if ((turn ^ round) & 1) {
+        for (int turn = 0; turn < 3; turn++) {
+            switch ((turn + round) % 3) {
+            case 0:
                 ep = fmax(ep, run(o, jobs, engine_put));
                 eg = fmax(eg, run(o, jobs, engine_get));
-            } else if (one_record) {
-                rp = fmax(rp, run(o, jobs, raw_put));
-                rg = fmax(rg, run(o, jobs, raw_get));
+                break;
+            case 1:
+                if (one_record) {
+                    rp = fmax(rp, run(o, jobs, raw_put));
+                    rg = fmax(rg, run(o, jobs, raw_get));
+                }
+                break;
+            default:
+                if (one_record) {
+                    lp = fmax(lp, run(o, jobs, limit_put));
+                    lg = fmax(lg, run(o, jobs, limit_get));
+                }
             }
         }
     }
     printf("chunk %zu bytes x %d x %d threads on %s/%s, best of %d rounds\n", o->bytes,
            o->count, o->threads, o->hosts, o->ns, ROUNDS);
-    printf("  put: engine %.3f GB/s", ep);
-    if (one_record)
-        printf(", libaerospike %.3f GB/s, ratio %.2f", rp, ep / rp);
-    printf("\n  get: engine %.3f GB/s", eg);
-    if (one_record)
-        printf(", libaerospike+copy %.3f GB/s, ratio %.2f", rg, eg / rg);
-    printf("\n");
+    printf("        engine    libaerospike  limit       engine/libaerospike  engine/limit\n");
+    if (one_record) {
+        printf("  put   %.3f GB/s  %.3f GB/s    %.3f GB/s  %.2f                 %.2f\n", ep, rp,
+               lp, ep / rp, ep / lp);
+        printf("  get   %.3f GB/s  %.3f GB/s    %.3f GB/s  %.2f                 %.2f\n", eg, rg,
+               lg, eg / rg, eg / lg);
+    } else { /* the baselines are single records: above the cap there are none */
+        printf("  put   %.3f GB/s  (more than one record: no single-record baselines)\n", ep);
+        printf("  get   %.3f GB/s\n", eg);
+    }
+    for (int i = 0; one_record && i < o->threads; i++)
+        close(jobs[i].fd);
     for (int i = 0; i < o->threads; i++)
         free(jobs[i].src), free(jobs[i].dst);
     aerospike_close(&as, &e);
