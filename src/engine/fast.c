@@ -33,18 +33,16 @@
 #include <citrusleaf/cf_clock.h>
 
 #include "fast.h"
+#include "message.h"
 
 /* Big enough for a header, the key fields and the small bins of any record the
    engine writes with its key digest only; larger requests (send_key with a long
    key, a large md bin) are built on the heap. */
 #define HEAD_STACK 2048
-/* Receive stage: a meta record's bins arrive here in one read; a payload's
-   first bytes too, the rest goes straight to the destination. */
-#define STAGE 8192
 
 /* Particle types on the wire (as_bytes_type), and the write operation's code
    (the client's as_protocol_types[AS_OPERATOR_WRITE], a private table). */
-enum { P_INTEGER = 1, P_STRING = 3, P_BLOB = 4, P_BOOL = 17 };
+enum { P_INTEGER = 1, P_STRING = 3, P_BLOB = 4 };
 enum { OP_WRITE = 2 };
 
 /* One command in flight: the client's command state plus our request bytes and
@@ -57,11 +55,11 @@ struct fast_cmd {
     size_t head_len;
     const uint8_t *body;    /* the payload, sent after head from the caller's buffer */
     size_t body_len;
-    as_status (*receive)(fast_cmd *f, as_socket *sock, as_node *node, as_error *err);
     bool answered;          /* the whole response was read: the socket is clean */
-    /* for gets */
-    const char *payload;
-    lmca__read *r;
+    as_status status;       /* of the last socket read */
+    const char *payload;    /* gets: the payload bin and where it goes; */
+    lmca__read *r;          /* NULL for puts */
+    lmca__msg msg;          /* the response's reader (its stage is 8 KiB) */
 };
 
 /* Message fields sit at any offset: copied, never dereferenced in place. */
@@ -79,19 +77,6 @@ put_be64(uint8_t *p, uint64_t v)
     memcpy(p, &v, 8);
 }
 
-static uint64_t
-get_be64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return cf_swap_from_be64(v);
-}
-
-static as_status
-malformed(as_error *err, const char *what)
-{
-    return as_error_update(err, AEROSPIKE_ERR_CLIENT, "malformed response: %s", what);
-}
 
 /* ---------------------------------------------------------------------------
  * Sending.
@@ -125,202 +110,60 @@ send_request(fast_cmd *f, as_socket *sock, as_node *node, as_error *err)
 }
 
 /* ---------------------------------------------------------------------------
- * Receiving: a reader over one response message.
+ * Receiving: message.c reads the bytes, from this socket.
  */
 
-typedef struct reader {
+typedef struct socket_src {
     fast_cmd *f;
     as_socket *sock;
     as_node *node;
     as_error *err;
-    uint64_t left;          /* bytes of the message still on the socket */
-    size_t pos, end;        /* stage[pos, end) is read but not taken */
-    uint8_t stage[STAGE];
-} reader;
+} socket_src;
 
-static as_status
-pull(reader *rd, uint8_t *into, size_t n)
+/* With the policies' timeout_delay of 0 the client never tries to recover a
+   timed-out socket, so the read state it would need for that stays DETAIL. */
+static bool
+pull_socket(void *src, uint8_t *into, size_t n)
 {
-    as_status st = as_socket_read_deadline(rd->err, rd->sock, rd->node, into, n,
-                                           rd->f->cmd.socket_timeout, rd->f->cmd.deadline_ms,
-                                           &rd->f->ctx);
-    if (st == AEROSPIKE_OK)
-        rd->left -= n;
-    return st;
+    socket_src *s = src;
+    s->f->ctx.state = AS_READ_STATE_DETAIL;
+    s->f->status = as_socket_read_deadline(s->err, s->sock, s->node, into, n,
+                                           s->f->cmd.socket_timeout, s->f->cmd.deadline_ms,
+                                           &s->f->ctx);
+    return s->f->status == AEROSPIKE_OK;
 }
 
-static uint64_t
-unread(const reader *rd)
-{
-    return rd->left + (rd->end - rd->pos);
-}
-
-/* The next n bytes of the message into `out`, or dropped when out is NULL.
-   Large values bypass the stage and land in `out` directly. */
+/* The status of one exchange: the source's error, a malformed message, or the
+   server's answer once the message is read to its end. */
 static as_status
-take(reader *rd, void *out, uint64_t n)
+outcome(fast_cmd *f, lmca__msg_rc rc, const lmca__msg *m, as_error *err)
 {
-    uint8_t *o = out;
-
-    if (n > unread(rd))
-        return malformed(rd->err, "a length runs past the end of the message");
-    for (;;) {
-        size_t c = (size_t)(n < rd->end - rd->pos ? n : rd->end - rd->pos);
-        if (o != NULL && c > 0) {
-            memcpy(o, rd->stage + rd->pos, c);
-            o += c;
-        }
-        rd->pos += c;
-        n -= c;
-        if (n == 0)
-            return AEROSPIKE_OK;
-        if (o != NULL && n >= STAGE)
-            return pull(rd, o, (size_t)n); /* the zero-copy read */
-        size_t want = (size_t)(rd->left < STAGE ? rd->left : STAGE);
-        as_status st = pull(rd, rd->stage, want);
-        if (st != AEROSPIKE_OK)
-            return st;
-        rd->pos = 0;
-        rd->end = want;
-    }
-}
-
-static as_status
-take_be32(reader *rd, uint32_t *v)
-{
-    as_status st = take(rd, v, 4);
-    *v = cf_swap_from_be32(*v);
-    return st;
-}
-
-/* Reads the proto header and the message header, skips the fields. */
-static as_status
-open_message(reader *rd, as_msg *msg)
-{
-    as_proto proto;
-    as_status st;
-
-    rd->f->ctx.state = AS_READ_STATE_PROTO;
-    st = as_socket_read_deadline(rd->err, rd->sock, rd->node, (uint8_t *)&proto, sizeof proto,
-                                 rd->f->cmd.socket_timeout, rd->f->cmd.deadline_ms,
-                                 &rd->f->ctx);
-    if (st != AEROSPIKE_OK || (st = as_proto_parse(rd->err, &proto)) != AEROSPIKE_OK)
-        return st;
-    /* We never ask for compression, so a compressed answer is not ours to read. */
-    if (proto.type != AS_MESSAGE_TYPE)
-        return as_proto_type_error(rd->err, &proto, AS_MESSAGE_TYPE);
-    rd->left = proto.sz;
-    rd->f->ctx.state = AS_READ_STATE_DETAIL;
-    if ((st = take(rd, msg, sizeof *msg)) != AEROSPIKE_OK)
-        return st;
-    as_msg_swap_header_from_be(msg);
-    for (uint16_t i = 0; i < msg->n_fields; i++) {
-        uint32_t size;
-        if ((st = take_be32(rd, &size)) != AEROSPIKE_OK || (st = take(rd, NULL, size)) != AEROSPIKE_OK)
-            return st;
-    }
-    return AEROSPIKE_OK;
-}
-
-/* The server's answer code, once the message is read to its end. */
-static as_status
-close_message(reader *rd, const as_msg *msg)
-{
-    as_status st = take(rd, NULL, unread(rd));
-    if (st != AEROSPIKE_OK)
-        return st;
-    rd->f->answered = true;
-    if (msg->result_code != AEROSPIKE_OK)
-        return as_error_set_message(rd->err, (as_status)msg->result_code,
-                                    as_error_string((as_status)msg->result_code));
+    if (rc == LMCA__MSG_PULL_FAILED)
+        return f->status;
+    if (rc == LMCA__MSG_MALFORMED)
+        return as_error_update(err, AEROSPIKE_ERR_CLIENT, "malformed response: %s", m->why);
+    f->answered = true;
+    if (m->result_code != AEROSPIKE_OK)
+        return as_error_set_message(err, (as_status)m->result_code,
+                                    as_error_string((as_status)m->result_code));
     return AEROSPIKE_OK;
 }
 
 static as_status
-receive_status(fast_cmd *f, as_socket *sock, as_node *node, as_error *err)
+receive(fast_cmd *f, as_socket *sock, as_node *node, as_error *err)
 {
-    reader rd = {.f = f, .sock = sock, .node = node, .err = err};
-    as_msg msg;
-    as_status st = open_message(&rd, &msg);
-    return st != AEROSPIKE_OK ? st : close_message(&rd, &msg);
-}
+    socket_src src = {.f = f, .sock = sock, .node = node, .err = err};
+    lmca__msg *m = &f->msg;
+    lmca__msg_rc rc;
 
-/* The payload bin: into r->dst when it is a blob that fits, else dropped. */
-static as_status
-take_payload(reader *rd, lmca__read *r, uint8_t type, uint32_t size)
-{
-    r->found = true;
-    r->blob = type == P_BLOB;
-    r->len = size;
-    if (r->blob && r->dst == NULL && r->alloc && size > 0) {
-        r->nomem = (r->dst = lmca__malloc(size)) == NULL;
-        r->cap = r->nomem ? 0 : size;
-    }
-    return take(rd, r->blob && size <= r->cap && size > 0 ? r->dst : NULL, size);
-}
-
-/* Any other bin, typed as wire.c's bin_of types the client's values. */
-static as_status
-take_bin(reader *rd, lmca__read *r, const char *name, uint8_t type, uint32_t size)
-{
-    uint8_t small[256], *v = size < sizeof small ? small : malloc((size_t)size + 1);
-    lmca__bin b = {.name = name, .type = LMCA__OTHER, .len = size};
-    as_status st;
-
-    if (v == NULL) /* the bin is not delivered; the schema then calls the record bad */
-        return take(rd, NULL, size);
-    if ((st = take(rd, v, size)) == AEROSPIKE_OK && r->cb != NULL) {
-        v[size] = '\0';
-        b.p = v;
-        if ((type == P_INTEGER && size == 8) || (type == P_BOOL && size == 1)) {
-            b.type = LMCA__INT;
-            b.i = size == 8 ? (int64_t)get_be64(v) : v[0];
-        } else if (type == P_STRING) {
-            b.type = LMCA__STR;
-        } else if (type == P_BLOB) {
-            b.type = LMCA__BLOB;
-        }
-        r->cb(r->udata, &b);
-    }
-    if (v != small)
-        free(v);
-    return st;
-}
-
-static as_status
-receive_record(fast_cmd *f, as_socket *sock, as_node *node, as_error *err)
-{
-    reader rd = {.f = f, .sock = sock, .node = node, .err = err};
-    lmca__read *r = f->r;
-    as_msg msg;
-    as_status st = open_message(&rd, &msg);
-
-    if (st != AEROSPIKE_OK)
-        return st;
-    if (msg.result_code != AEROSPIKE_OK)
-        return close_message(&rd, &msg);
-    for (uint16_t i = 0; i < msg.n_ops && st == AEROSPIKE_OK; i++) {
-        uint8_t op[4];   /* op, particle type, version, name length */
-        uint32_t size;
-        char name[256];
-        if ((st = take_be32(&rd, &size)) != AEROSPIKE_OK || (st = take(&rd, op, 4)) != AEROSPIKE_OK ||
-            (st = take(&rd, name, op[3])) != AEROSPIKE_OK)
-            break;
-        name[op[3]] = '\0';
-        if (size < 4u + op[3])
-            return malformed(err, "a bin shorter than its name");
-        size -= 4u + op[3];
-        if (f->payload != NULL && strcmp(name, f->payload) == 0)
-            st = take_payload(&rd, r, op[1], size);
-        else
-            st = take_bin(&rd, r, name, op[1], size);
-    }
-    if (st != AEROSPIKE_OK)
-        return st;
-    if (unread(&rd) != 0)
-        return malformed(err, "bytes after the last bin");
-    r->ttl = cf_server_void_time_to_ttl(msg.record_ttl);
-    return close_message(&rd, &msg);
+    m->pull = pull_socket;
+    m->src = &src;
+    if (f->r == NULL)
+        return outcome(f, lmca__msg_status(m), m, err);
+    rc = lmca__msg_record(m, f->payload, f->r);
+    if (rc == LMCA__MSG_OK && m->result_code == AEROSPIKE_OK)
+        f->r->ttl = cf_server_void_time_to_ttl(m->void_time);
+    return outcome(f, rc, m, err);
 }
 
 /* ---------------------------------------------------------------------------
@@ -347,7 +190,7 @@ attempt(fast_cmd *f, as_node *node, as_error *err, bool *retry)
         return st;
     }
     f->cmd.sent++;
-    st = f->receive(f, &sock, node, err);
+    st = receive(f, &sock, node, err);
     if (!f->answered) {
         /* Unread bytes may follow: the socket is never reused. Only a lost or slow
            connection is worth another try; a malformed answer is not. */
@@ -544,7 +387,7 @@ lmca__fast_put(aerospike *as, as_error *err, const as_policy_write *policy, as_k
     f.head_len = (size_t)(p - head);
     put_be64(head, (f.head_len + f.body_len - 8) | ((uint64_t)AS_PROTO_VERSION << 56) |
                        ((uint64_t)AS_MESSAGE_TYPE << 48));
-    f.receive = receive_status;
+    f.r = NULL;
     st = run(&f, err);
     if (head != stack)
         free(head);
@@ -600,7 +443,6 @@ lmca__fast_select(aerospike *as, as_error *err, const as_policy_read *policy, as
     f.head_len = as_command_write_end(head, p);
     f.body = NULL;
     f.body_len = 0;
-    f.receive = receive_record;
     f.payload = payload;
     f.r = r;
     st = run(&f, err);

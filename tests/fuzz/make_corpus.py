@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the fuzz harnesses (stdlib only).
 
-    python3 tests/fuzz/make_corpus.py      # rewrites tests/fuzz/corpus/{meta,info}/
+    python3 tests/fuzz/make_corpus.py      # rewrites tests/fuzz/corpus/{meta,info,message}/
 
 corpus/meta/ holds inputs of fuzz_meta.c: records as a server could return
 them, valid ones (so the fuzzer starts from records the decoder accepts) and
 the hostile shapes the decoder must turn into misses. corpus/info/ holds
 answers to info "namespace/<ns>" for fuzz_info.c: captured real ones (the same
-as tests/c/test_limits.c) and malformed ones.
+as tests/c/test_limits.c) and malformed ones. corpus/message/ holds response
+messages for fuzz_message.c (a mode byte, then the socket's bytes).
 
 The fuzz_meta input format (fuzz_meta.c's header comment is the reference):
 
@@ -240,6 +241,51 @@ INFO_SEEDS = {
 }
 
 
+# --- fuzz_message: response messages as a server sends them -----------------
+
+def mode(record=True, alloc=False, payload=True, cap=5):
+    return bytes([record | alloc << 1 | payload << 2 | cap << 3])
+
+
+def op(bin_name, particle, value):
+    nm = bin_name.encode()
+    return struct.pack(">IBBBB", 4 + len(nm) + len(value), 1, particle, 0, len(nm)) + nm + value
+
+
+def message(ops=(), result=0, fields=(), void_time=0, version=2, kind=3, extra=b""):
+    fs = b"".join(struct.pack(">IB", len(f) + 1, 0) + f for f in fields)
+    body = struct.pack(">BBBBBBIIIHH", 22, 0, 0, 0, 0, result, 1, void_time, 0,
+                       len(fields), len(ops)) + fs + b"".join(ops) + extra
+    return struct.pack(">Q", version << 56 | kind << 48 | len(body)) + body
+
+
+def meta_ops(payload=b"x" * 100):
+    return [op("ver", 1, struct.pack(">q", 2)), op("nseg", 1, struct.pack(">q", 1)),
+            op("state", 3, b"ready"), op("ok", 17, b"\x01"), op("d", 2, b"\0" * 8),
+            op("b", 4, payload)]
+
+
+MESSAGE_SEEDS = {
+    "write_ok": mode(record=False) + message(),
+    "write_full": mode(record=False) + message(result=8),
+    "write_detail_field": mode(record=False) + message(result=22, fields=[b"refused"]),
+    "meta_inline": mode() + message(meta_ops(), void_time=12345),
+    "segment_big": mode(cap=7) + message([op("b", 4, bytes(range(256)) * 200),
+                                          op("wid", 1, struct.pack(">q", 7))]),
+    "segment_alloc": mode(alloc=True) + message([op("b", 4, b"y" * 9000)]),
+    "payload_too_big": mode(cap=2) + message([op("b", 4, b"z" * 40)]),
+    "payload_string": mode() + message([op("b", 3, b"not a blob")]),
+    "no_payload_asked": mode(payload=False) + message(meta_ops()),
+    "not_found": mode() + message(result=2),
+    "cut_short": mode() + message(meta_ops())[:-30],
+    "trailing_bytes": mode() + message(meta_ops(), extra=b"junk"),
+    "op_shorter_than_name": mode() + message([struct.pack(">IBBBB", 2, 1, 4, 0, 5) + b"bbbbb"]),
+    "compressed": mode() + message(meta_ops(), kind=4),
+    "version_1": mode() + message(meta_ops(), version=1),
+    "huge_size": mode() + struct.pack(">Q", 2 << 56 | 3 << 48 | (1 << 40)) + b"\0" * 22,
+}
+
+
 def check_names():
     """NAMES must match fuzz_meta.c, or every seed decodes to other bins."""
     src = (HERE / "fuzz_meta.c").read_text()
@@ -263,3 +309,4 @@ if __name__ == "__main__":
     check_names()
     write("meta", META_SEEDS)
     write("info", INFO_SEEDS)
+    write("message", MESSAGE_SEEDS)

@@ -3,6 +3,7 @@
 # FUZZ_SECONDS seconds (default 60):
 #   fuzz_meta  the meta and segment record decoders (schema.c)
 #   fuzz_info  the namespace info parser, limit resolution and planner (limits.c)
+#   fuzz_message  the fast path's response reader (message.c)
 #
 #   tests/fuzz/run.sh                  # both targets
 #   FUZZ_SECONDS=600 tests/fuzz/run.sh fuzz_meta
@@ -22,12 +23,12 @@ seconds=${FUZZ_SECONDS:-60}
 cc=${FUZZ_CC:-clang}
 out=build/fuzz
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_meta fuzz_info)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_meta fuzz_info fuzz_message)
 
 # Only the engine's pure sources: no libaerospike, so no server and no client
 # (wire_stub.c stands in for the digest that names a record in a log line).
 engine_src=(src/engine/schema.c src/engine/limits.c src/engine/config.c src/engine/status.c
-            src/engine/alloc.c tests/fuzz/wire_stub.c)
+            src/engine/alloc.c src/engine/message.c tests/fuzz/wire_stub.c)
 cflags=(-Iinclude -Isrc/engine -std=c11 -D_GNU_SOURCE -g -O1
         -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wshadow
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
@@ -130,8 +131,8 @@ else
     SUFFIX=_trace build fuzz_meta -DFUZZ_TRACE || echo "fuzz_meta_trace: build failed" >&2
     for t in "${targets[@]}"; do
         case $t in
-        fuzz_meta | fuzz_info) run "$t" ;;
-        *) fail "$t" "unknown target (fuzz_meta, fuzz_info)" ;;
+        fuzz_meta | fuzz_info | fuzz_message) run "$t" ;;
+        *) fail "$t" "unknown target (fuzz_meta, fuzz_info, fuzz_message)" ;;
         esac
     done
 fi
