@@ -10,13 +10,11 @@ native_plugin. Any verification failure aborts.
 """
 
 import argparse
-import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import uuid
+
+import l2run  # bench/l2run.py: runs `lmcache bench l2` and reads its report
 
 
 def spec(kind, hosts, setname):
@@ -28,48 +26,18 @@ def spec(kind, hosts, setname):
             "class_name": "Connector", "adapter_params": params}
 
 
-def truncate(hosts, setname):
-    """Drops the run's records: a run writes (rounds + 1) x in-flight x keys chunks,
-    which would fill a small namespace after a few runs."""
-    import aerospike  # the official client, a test dependency
-
-    host, port = hosts.split(",")[0].rsplit(":", 1)
-    c = aerospike.client({"hosts": [(host, int(port))]}).connect()
-    try:
-        c.truncate("lmcache", setname, 0)
-    finally:
-        c.close()
-
-
 def run(kind, hosts, args):
-    lmcache = shutil.which("lmcache", path=os.path.dirname(sys.executable))
     setname = "lmca_bench_" + uuid.uuid4().hex[:8]
     try:
-        return run_in(kind, hosts, setname, lmcache, args)
+        return l2run.bench_l2(spec(kind, hosts, setname), num_keys=args.num_keys,
+                              in_flight=args.in_flight, data_size_kb=args.data_size_kb,
+                              rounds=args.rounds)
+    except l2run.BenchFailed as e:
+        sys.exit(f"{kind}: {e}")
     finally:
-        truncate(hosts, setname)
-
-
-def run_in(kind, hosts, setname, lmcache, args):
-    with tempfile.NamedTemporaryFile(suffix=".json") as report:
-        cmd = [lmcache, "bench", "l2", "--l2-adapter", json.dumps(spec(kind, hosts, setname)),
-               "--no-skip-verify", "--format", "json", "--output", report.name, "--quiet",
-               "--rounds", str(args.rounds), "--num-keys", str(args.num_keys),
-               "--in-flight", str(args.in_flight), "--data-size-kb", str(args.data_size_kb)]
-        out = subprocess.run(cmd, capture_output=True, text=True,
-                             env={**os.environ, "LMCACHE_TRACK_USAGE": "false",
-                                  "LMCACHE_DISABLE_BANNER": "1"})
-        if out.returncode != 0:
-            sys.exit(f"{kind}: lmcache bench l2 failed ({out.returncode}):\n"
-                     f"{(out.stdout + out.stderr)[-2000:]}")
-        doc = json.load(open(report.name))
-    ops = {}
-    for value in doc.values():
-        if isinstance(value, dict):
-            for op in value.values():
-                if isinstance(op, dict) and "operation" in op:
-                    ops[op["operation"]] = op
-    return ops
+        # A run writes (rounds + 1) x in-flight x keys chunks, which would fill a
+        # small namespace after a few runs.
+        l2run.truncate(hosts, "lmcache", setname)
 
 
 def main():

@@ -3,11 +3,14 @@
 #   build: what libaerospike and the engine compile against
 #   test:  what the test runs use besides those (clang and its runtimes for the
 #          libFuzzer harnesses)
+#   bench: build, plus redis-server (bench/side_by_side.py runs LMCache's RESP
+#          adapter against it)
 set -euo pipefail
 case "${1:-build}" in
 build) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config" ;;
 test) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config python3-venv clang libclang-rt-14-dev" ;;
-*) echo "usage: $0 build|test" >&2; exit 2 ;;
+bench) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config redis-server" ;;
+*) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
 esac
 missing=""
 for p in $pkgs; do
