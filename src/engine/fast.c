@@ -14,8 +14,8 @@
  * deadlines and the retry rules are the client's own, called the way its
  * single-record commands call them: run() below follows as_command_execute
  * (as_command.c in the C client) case by case. Requests are built with the
- * client's own header and key writers, so they are byte for byte what
- * aerospike_key_put / aerospike_key_select send.
+ * client's own header and key writers, so they carry what aerospike_key_put /
+ * aerospike_key_select send; a put only moves its largest blob to the end.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -48,9 +48,8 @@
    key, a large md bin) are built on the heap. */
 #define HEAD_STACK 2048
 
-/* Particle types on the wire (as_bytes_type), and the write operation's code
-   (the client's as_protocol_types[AS_OPERATOR_WRITE], a private table). */
-enum { P_INTEGER = 1, P_STRING = 3, P_BLOB = 4 };
+/* The write operation's code on the wire (the client's
+   as_protocol_types[AS_OPERATOR_WRITE], a private table). */
 enum { OP_WRITE = 2 };
 
 /* One command in flight: the client's command state plus our request bytes and
@@ -341,11 +340,11 @@ static uint8_t *
 write_bin(uint8_t *p, const lmca__bin *b)
 {
     if (b->type == LMCA__INT) {
-        p = write_op(p, b->name, P_INTEGER, 8);
+        p = write_op(p, b->name, LMCA__P_INTEGER, 8);
         put_be64(p, (uint64_t)b->i);
         return p + 8;
     }
-    p = write_op(p, b->name, b->type == LMCA__STR ? P_STRING : P_BLOB, b->len);
+    p = write_op(p, b->name, b->type == LMCA__STR ? LMCA__P_STRING : LMCA__P_BLOB, b->len);
     if (b->len > 0)
         memcpy(p, b->p, b->len);
     return p + b->len;
@@ -387,7 +386,7 @@ lmca__fast_put(aerospike *as, as_error *err, const as_policy_write *policy, as_k
     f.body = NULL;
     f.body_len = 0;
     if (body >= 0) { /* last, so its value ends the message */
-        p = write_op(p, bins[body].name, P_BLOB, bins[body].len);
+        p = write_op(p, bins[body].name, LMCA__P_BLOB, bins[body].len);
         f.body = bins[body].p;
         f.body_len = bins[body].len;
     }

@@ -19,8 +19,6 @@
 #define PROTO_SIZE_MAX (128ull << 20) /* the client's own bound (PROTO_SIZE_MAX) */
 #define MSG_HEADER 22
 
-/* Particle types on the wire (the client's as_bytes_type). */
-enum { P_INTEGER = 1, P_STRING = 3, P_BLOB = 4, P_BOOL = 17 };
 
 static uint32_t
 be32(const uint8_t *p)
@@ -129,7 +127,7 @@ static lmca__msg_rc
 take_payload(lmca__msg *m, lmca__read *r, uint8_t type, uint32_t size)
 {
     r->found = true;
-    r->blob = type == P_BLOB;
+    r->blob = type == LMCA__P_BLOB;
     r->len = size;
     if (size > unread(m)) /* before any allocation of that size */
         return malformed(m, "a length runs past the end of the message");
@@ -145,12 +143,12 @@ deliver(lmca__read *r, const char *name, uint8_t type, const uint8_t *v, uint32_
 {
     lmca__bin b = {.name = name, .type = LMCA__OTHER, .p = v, .len = size};
 
-    if ((type == P_INTEGER && size == 8) || (type == P_BOOL && size == 1)) {
+    if ((type == LMCA__P_INTEGER && size == 8) || (type == LMCA__P_BOOL && size == 1)) {
         b.type = LMCA__INT;
         b.i = size == 8 ? (int64_t)be64(v) : v[0];
-    } else if (type == P_STRING) {
+    } else if (type == LMCA__P_STRING) {
         b.type = LMCA__STR;
-    } else if (type == P_BLOB) {
+    } else if (type == LMCA__P_BLOB) {
         b.type = LMCA__BLOB;
     }
     r->cb(r->udata, &b);

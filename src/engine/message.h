@@ -13,6 +13,15 @@
 
 #include "wire.h"
 
+/* Particle types on the wire (the client's as_bytes_type), for reading and
+   for fast.c's writing of bins. */
+enum {
+    LMCA__P_INTEGER = 1,
+    LMCA__P_STRING = 3,
+    LMCA__P_BLOB = 4,
+    LMCA__P_BOOL = 17
+};
+
 /* Reads exactly n bytes into `into`; returns false when the source failed (it
    keeps its own error: fast.c's holds the client's as_error). */
 typedef bool (*lmca__pull_fn)(void *src, uint8_t *into, size_t n);

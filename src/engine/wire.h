@@ -3,9 +3,9 @@
  *
  * Everything above this interface speaks in key strings, small bins and payload
  * buffers owned by the caller. Payloads are sent from the caller's buffer and
- * received into it, so a zero-copy data path (a client that writev()s the
- * caller's buffer and recv()s straight into the destination, see DESIGN.md) can
- * replace the payload calls here without touching the schema or the engine.
+ * received into it: with the fast_path setting, single-record reads and writes
+ * go through fast.c, which does so without a client-side copy (DESIGN.md, "The
+ * fast path"); batch calls, scans, touches and info use the client's API.
  *
  * Nothing here interprets what it reads: bins reach the schema's decoders as
  * they came, typed, and the schema decides what is valid (schema.c).
