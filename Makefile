@@ -33,7 +33,8 @@ ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/c/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/c/%.c=$(BUILD)/tests/%)
 TEST_LIB := $(BUILD)/tests/harness.o
-BENCH_SRC := $(wildcard bench/*.c)
+# bench/soak_*.c are parts of the soak, linked into it, not programs.
+BENCH_SRC := $(filter-out bench/soak_%.c,$(wildcard bench/*.c))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all test bench clean
@@ -54,9 +55,15 @@ $(BUILD)/tests/harness.o: tests/c/harness.c tests/c/harness.h $(DEPS_MK)
 $(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(TEST_LIB) $(BUILD)/liblmca.a
 	$(CC) $(ALL_CFLAGS) $^ $(AS_LIBS) -o $@
 
+# Objects before the library: a program's extra objects (soak's, below) come
+# after liblmca.a in $^ and would not pull in what only they call.
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/liblmca.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $^ $(AS_LIBS) -o $@
+	$(CC) $(ALL_CFLAGS) $(filter %.o,$^) $(filter-out %.o,$^) $(AS_LIBS) -o $@
+
+# The rule above links every prerequisite, this object included.
+$(BUILD)/bench/soak: $(BUILD)/bench/soak_workload.o
+$(BUILD)/bench/soak.o $(BUILD)/bench/soak_workload.o: bench/soak.h
 
 test:
 	scripts/test.sh

@@ -14,23 +14,14 @@
  * GET of 1-8 keys, an EXISTS or PREFIX of 1-16 keys or a DELETE of 1-2 keys, over
  * a fixed keyspace "soak-<run>-<i>", with chunk sizes from a weighted mix.
  *
- * Verification without history. The payload a SET writes for key i at its
- * generation g (a per-key count of submitted SETs) is a function of (i, g, size):
- * a 16-byte header holding the three, then an xorshift stream seeded by them. A
- * GET hit is checked against what its own header claims, so the soak needs no
- * record of what was written; bytes that differ are WRONG BYTES and fail the run.
- * Racing SETs, GETs and DELETEs of one key are allowed on purpose: the engine
- * promises old bytes, new bytes or a miss, never a mix, and the soak checks that.
- *
  * Completions. The soak drains only when poll() says the eventfd is readable,
  * as an event loop would; when the pool holds completed batches (its stats say
  * so) and the fd stays quiet for a second, that is a lost wakeup: counted, and
  * drained anyway so that the run goes on.
  *
- * Memory. Buffers come from a fixed arena allocated and touched at start, one
- * free list per size class, so the soak's own memory is flat by construction and
- * bounds the bytes in flight (--inflight-mib); RSS growth is then the engine's,
- * libaerospike's or the allocator's.
+ * bench/soak_workload.c plans the batches, writes their payloads from a fixed
+ * buffer arena and checks every GET hit against what its own header claims (its
+ * opening comment says how); this file drives the pool and reports.
  *
  * Besides: -o sets an engine setting by name (lmca_config_set), e.g.
  * -o read_timeout_ms=5000 for a slow server; --max-chunk drops the size classes
@@ -54,33 +45,16 @@
 
 #include "lmca.h"
 #include "lmca_async.h"
+#include "soak.h"
 
-#define MAX_KEYS 16          /* most keys in one batch (EXISTS, PREFIX) */
-#define MAX_DATA_KEYS 8      /* most keys in a SET or GET: buffers per class >= this */
-#define HEADER_BYTES 16      /* key index u32, generation u32, size u64 */
-#define POISON_STRIDE 4096   /* a GET buffer is poisoned once per this many bytes */
 #define DRAIN_TIMEOUT_S 60.0 /* at the end, how long in-flight batches may take */
 #define LOST_WAKEUP_S 1.0    /* completions waiting this long unsignalled: a bug */
 #define MAX_DROPPED_PLANS 4 /* per top-up, while a batch waits for buffers */
-#define MAX_WRONG_PRINTED 10
 #define MAX_LOG_PRINTED 20
-#define ERR_KINDS 16         /* -status of LMCA_E*, 0 for anything else */
 
 /* ---------------------------------------------------------------------------
  * Options.
  */
-
-typedef struct {
-    const char *hosts, *ns, *set;
-    double duration_s, interval_s;
-    unsigned workers, inflight, keyspace;
-    int64_t ttl;
-    double max_rss_growth_mib, inflight_mib;
-    size_t max_chunk;
-    bool allow_errors;
-    const char *settings[32]; /* -o key=value, applied in order */
-    unsigned nsettings;
-} opts_t;
 
 static void
 usage(const char *argv0)
@@ -184,7 +158,7 @@ parse_options(int argc, char **argv, opts_t *o)
 }
 
 /* ---------------------------------------------------------------------------
- * Time, RSS, randomness.
+ * Time and RSS.
  */
 
 static double
@@ -207,387 +181,6 @@ rss_bytes(void)
         resident = 0;
     fclose(f);
     return (double)resident * (double)sysconf(_SC_PAGESIZE);
-}
-
-#define MIB (1024.0 * 1024.0)
-
-static uint64_t
-splitmix64(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-static uint64_t
-xorshift64(uint64_t *state)
-{
-    uint64_t x = *state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *state = x;
-}
-
-/* ---------------------------------------------------------------------------
- * Payloads: a function of (key index, generation, size), checkable from itself.
- */
-
-static void
-put_le(uint8_t *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t
-get_le(const uint8_t *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-/* Never 0: xorshift would stay at 0. */
-static uint64_t
-payload_seed(uint32_t key, uint32_t gen, uint64_t size)
-{
-    return splitmix64(((uint64_t)key << 32 | gen) ^ splitmix64(size)) | 1;
-}
-
-/* Writes the payload of (key, gen, len). Every non-empty size class holds the
-   whole header (the smallest is 1 KiB). */
-static void
-fill_payload(uint8_t *buf, size_t len, uint32_t key, uint32_t gen)
-{
-    uint64_t state = payload_seed(key, gen, len), word;
-    size_t off = HEADER_BYTES;
-
-    put_le(buf, key, 4);
-    put_le(buf + 4, gen, 4);
-    put_le(buf + 8, len, 8);
-    /* Whole words with a constant-size copy (compiled to one store), then the tail. */
-    for (; off + 8 <= len; off += 8) {
-        word = xorshift64(&state);
-        memcpy(buf + off, &word, 8);
-    }
-    if (off < len) {
-        word = xorshift64(&state);
-        memcpy(buf + off, &word, len - off);
-    }
-}
-
-/* The first offset where `buf` differs from the payload of (key, gen, len), or
-   SIZE_MAX when it is exactly that payload. */
-static size_t
-payload_mismatch(const uint8_t *buf, size_t len, uint32_t key, uint32_t gen)
-{
-    uint64_t state = payload_seed(key, gen, len), want, got;
-    size_t off = HEADER_BYTES;
-
-    for (; off + 8 <= len; off += 8) {
-        want = xorshift64(&state);
-        memcpy(&got, buf + off, 8);
-        if (got != want)
-            return off;
-    }
-    want = xorshift64(&state);
-    return off < len && memcmp(buf + off, &want, len - off) != 0 ? off : SIZE_MAX;
-}
-
-/* Marks a GET buffer so that a hit which left part of it unwritten cannot pass
-   on what an earlier GET left there: an impossible header (key index
-   0xFFFFFFFF) and a constant word every POISON_STRIDE bytes. */
-static void
-poison(uint8_t *buf, size_t len)
-{
-    static const uint8_t word[8] = {0xDE, 0xAD, 0xBE, 0xEF, 0x50, 0x4B, 0x21, 0x00};
-    if (len >= HEADER_BYTES)
-        memset(buf, 0xFF, HEADER_BYTES);
-    for (size_t off = HEADER_BYTES; off + 8 <= len; off += POISON_STRIDE)
-        memcpy(buf + off, word, 8);
-}
-
-/* ---------------------------------------------------------------------------
- * Size classes and their buffer arena.
- */
-
-typedef struct {
-    size_t bytes;
-    unsigned weight;  /* how often a SET picks it; 0 = disabled */
-    unsigned share;   /* per mille of --inflight-mib for its buffers */
-    unsigned count, nfree;
-    uint8_t *block;   /* `count` buffers of `bytes`, one allocation */
-    uint8_t **free;   /* stack of free buffers */
-} size_class;
-
-/* Small and 1-4 MiB chunks are the common case; 9 and 17 MiB exercise chunks of
-   several segments. The shares follow each class's part of the bytes in flight
-   (weight x bytes), so that the classes run out of buffers about equally. */
-static const size_class class_table[] = {
-    {.bytes = 0, .weight = 1},
-    {.bytes = 1u << 10, .weight = 3, .share = 1},
-    {.bytes = 100u << 10, .weight = 3, .share = 20},
-    {.bytes = 1u << 20, .weight = 4, .share = 100},
-    {.bytes = 4u << 20, .weight = 4, .share = 330},
-    {.bytes = 9u << 20, .weight = 1, .share = 190},
-    {.bytes = 17u << 20, .weight = 1, .share = 359},
-};
-#define NCLASSES (sizeof class_table / sizeof class_table[0])
-
-/* Allocates and touches the class's buffers, so that RSS holds them before
-   the warm-up measurement. @return false when out of memory. */
-static bool
-class_alloc(size_class *c, const opts_t *o)
-{
-    double budget = o->inflight_mib * MIB * c->share / 1000.0;
-    double count = c->bytes ? budget / (double)c->bytes : 0;
-    double most = (double)o->inflight * MAX_DATA_KEYS;
-
-    if (c->weight == 0 || c->bytes == 0)
-        return true;
-    /* At least one batch's worth, so that every planned batch can go once the
-       others are done; at most what -q batches could use. */
-    c->count = (unsigned)(count < MAX_DATA_KEYS ? MAX_DATA_KEYS : count > most ? most : count);
-    c->block = malloc((size_t)c->count * c->bytes);
-    c->free = malloc(c->count * sizeof *c->free);
-    if (c->block == NULL || c->free == NULL)
-        return false;
-    /* Not zeros: the compiler may turn malloc and memset(0) into calloc, which
-       leaves fresh pages untouched, and they would join RSS on first use. */
-    memset(c->block, 0xA5, (size_t)c->count * c->bytes);
-    for (unsigned i = 0; i < c->count; i++)
-        c->free[i] = c->block + (size_t)i * c->bytes;
-    c->nfree = c->count;
-    return true;
-}
-
-/* ---------------------------------------------------------------------------
- * The soak's state.
- */
-
-typedef struct {
-    uint32_t gen; /* generation of the last SET submitted; 0 = never */
-    uint8_t cls;  /* its size class: what a GET of the key asks for */
-} key_state;
-
-typedef enum { SLOT_FREE, SLOT_PLANNED, SLOT_BUSY } slot_state;
-
-/* One batch: planned, then in flight until its completion is drained. */
-typedef struct {
-    slot_state state;
-    uint64_t id;
-    lmca_op op;
-    lmca_prio prio;
-    bool with_opts;
-    size_t n;
-    uint32_t key[MAX_KEYS];
-    uint8_t cls[MAX_KEYS];
-    uint8_t *buf[MAX_KEYS]; /* owned by the pool while BUSY */
-    size_t len[MAX_KEYS];
-} slot_t;
-
-/* Counters, per interval and in total. */
-enum {
-    N_GET, N_SET, N_EXISTS, N_PREFIX, N_DELETE, /* batches completed, by op - 1 */
-    N_HIT, N_MISS, N_WRONG,                     /* GET keys */
-    N_STORED, N_UNSTORED,                       /* SET keys */
-    N_FOUND, N_ABSENT,                          /* EXISTS and PREFIX keys */
-    N_REMOVED, N_NOTHING,                       /* DELETE keys */
-    N_ERRORS,                                   /* failed batches and refused submits */
-    N_COUNT
-};
-
-typedef struct {
-    opts_t o;
-    lmca_t *h;
-    lmca_pool_t *pool;
-    uint64_t rng;
-    unsigned run;
-    size_class cls[NCLASSES];
-    unsigned class_weights;
-    key_state *keys;
-    slot_t *slots;
-    slot_t *waiting;            /* planned, waiting for buffers */
-    unsigned inflight;
-    double bytes_inflight;
-    double inflight_area, bytes_area, sampled_at; /* in flight x seconds, for means */
-    double last_inflight, last_bytes_inflight;
-    uint64_t submitted, taken, last_id;
-    uint64_t unexpected;        /* completions of no batch in flight */
-    uint64_t lost_wakeups;      /* times completions waited with the eventfd quiet */
-    uint64_t never_completed;
-    double unsignalled_since;   /* completions seen waiting unsignalled since, or 0 */
-    uint64_t iv[N_COUNT], total[N_COUNT];
-    uint64_t errors[ERR_KINDS];
-    bool error_printed[ERR_KINDS];
-    unsigned wrong_printed;
-    atomic_uint log_printed;
-    double start, last_report;
-    unsigned reports;
-    lmca_pool_stats_t pool_at_report;
-    lmca_stats_t engine_at_report;
-    double rss_warm, rss_max, rss_end;
-} soak_t;
-
-static uint64_t
-rand_below(soak_t *s, uint64_t n)
-{
-    return xorshift64(&s->rng) % n;
-}
-
-static void
-key_name(const soak_t *s, uint32_t key, char *out, size_t size)
-{
-    snprintf(out, size, "soak-%08x-%u", s->run, key);
-}
-
-/* Engine notices: INFO (the limits found at open) and WARNING, a bounded
-   number of lines. Called from worker threads, hence the atomic. */
-static void
-log_line(void *udata, int level, const char *msg)
-{
-    atomic_uint *printed = udata;
-    if (level >= LMCA_LOG_INFO && atomic_fetch_add(printed, 1) < MAX_LOG_PRINTED)
-        printf("engine %s: %s\n", level >= LMCA_LOG_WARNING ? "WARNING" : "INFO", msg);
-}
-
-/* ---------------------------------------------------------------------------
- * Planning batches.
- */
-
-static const struct {
-    lmca_op op;
-    unsigned weight, max_keys;
-} op_mix[] = {
-    {LMCA_OP_GET, 35, MAX_DATA_KEYS}, {LMCA_OP_SET, 30, MAX_DATA_KEYS},
-    {LMCA_OP_EXISTS, 12, MAX_KEYS},   {LMCA_OP_PREFIX, 13, MAX_KEYS},
-    {LMCA_OP_DELETE, 10, 2},
-};
-#define NOPS (sizeof op_mix / sizeof op_mix[0])
-
-static unsigned
-pick_op(soak_t *s)
-{
-    unsigned total = 0, r;
-    for (unsigned i = 0; i < NOPS; i++)
-        total += op_mix[i].weight;
-    r = (unsigned)rand_below(s, total);
-    for (unsigned i = 0;; i++) {
-        if (r < op_mix[i].weight)
-            return i;
-        r -= op_mix[i].weight;
-    }
-}
-
-static uint8_t
-pick_class(soak_t *s)
-{
-    unsigned r = (unsigned)rand_below(s, s->class_weights);
-    for (uint8_t c = 0;; c++) {
-        if (r < s->cls[c].weight)
-            return c;
-        r -= s->cls[c].weight;
-    }
-}
-
-/* Distinct random keys; a PREFIX takes a run of consecutive keys instead, as
-   LMCache looks up the chunks of one prompt. */
-static void
-pick_keys(soak_t *s, slot_t *sl)
-{
-    uint32_t k = s->o.keyspace, first = (uint32_t)rand_below(s, k);
-    for (size_t i = 0; i < sl->n; i++) {
-        bool taken;
-        if (sl->op == LMCA_OP_PREFIX) {
-            sl->key[i] = (uint32_t)((first + i) % k);
-            continue;
-        }
-        do {
-            sl->key[i] = (uint32_t)rand_below(s, k);
-            taken = false;
-            for (size_t j = 0; j < i; j++)
-                taken |= sl->key[j] == sl->key[i];
-        } while (taken);
-    }
-}
-
-/* A SET draws its sizes; a GET asks for the size each key was last set with
-   (a buffer of another size reads as a miss), or any size if never set. */
-static void
-pick_sizes(soak_t *s, slot_t *sl)
-{
-    for (size_t i = 0; i < sl->n; i++) {
-        const key_state *ks = &s->keys[sl->key[i]];
-        uint8_t c = 0;
-        if (sl->op == LMCA_OP_SET || (sl->op == LMCA_OP_GET && ks->gen == 0))
-            c = pick_class(s);
-        else if (sl->op == LMCA_OP_GET)
-            c = ks->cls;
-        sl->cls[i] = c;
-        sl->len[i] = s->cls[c].bytes;
-        sl->buf[i] = NULL;
-    }
-}
-
-static void
-plan_batch(soak_t *s, slot_t *sl)
-{
-    unsigned op = pick_op(s);
-    size_t most = op_mix[op].max_keys < s->o.keyspace ? op_mix[op].max_keys : s->o.keyspace;
-
-    sl->op = op_mix[op].op;
-    sl->n = 1 + (size_t)rand_below(s, most);
-    /* Some GETs in the prefetch band, so that bands interleave. */
-    sl->prio = sl->op == LMCA_OP_GET && rand_below(s, 4) == 0 ? LMCA_PRIO_PREFETCH
-                                                              : LMCA_PRIO_DEFAULT;
-    sl->with_opts = sl->op == LMCA_OP_SET && rand_below(s, 4) == 0;
-    pick_keys(s, sl);
-    pick_sizes(s, sl);
-    sl->state = SLOT_PLANNED;
-}
-
-/* Takes a buffer for every non-empty chunk of the batch, or none at all. */
-static bool
-acquire_buffers(soak_t *s, slot_t *sl)
-{
-    for (size_t i = 0; i < sl->n; i++) {
-        size_class *c = &s->cls[sl->cls[i]];
-        if (sl->len[i] == 0)
-            continue;
-        if (c->nfree == 0) {
-            while (i-- > 0)
-                if (sl->buf[i] != NULL)
-                    s->cls[sl->cls[i]].free[s->cls[sl->cls[i]].nfree++] = sl->buf[i];
-            memset(sl->buf, 0, sizeof sl->buf);
-            return false;
-        }
-        sl->buf[i] = c->free[--c->nfree];
-    }
-    return true;
-}
-
-static void
-release_buffers(soak_t *s, slot_t *sl)
-{
-    for (size_t i = 0; i < sl->n; i++) {
-        if (sl->buf[i] != NULL) {
-            size_class *c = &s->cls[sl->cls[i]];
-            c->free[c->nfree++] = sl->buf[i];
-            sl->buf[i] = NULL;
-        }
-    }
-}
-
-static double
-batch_bytes(const slot_t *sl)
-{
-    double bytes = 0;
-    for (size_t i = 0; i < sl->n; i++)
-        bytes += (double)sl->len[i];
-    return bytes;
 }
 
 /* ---------------------------------------------------------------------------
@@ -631,22 +224,14 @@ error_is_transient(unsigned kind)
  * Submitting.
  */
 
-/* Writes each SET chunk's payload at the key's next generation, and poisons
-   each GET buffer. */
-static void
-prepare_buffers(soak_t *s, slot_t *sl)
+/* The bytes a batch moves, for the bytes-in-flight means in the reports. */
+static double
+batch_bytes(const slot_t *sl)
 {
-    for (size_t i = 0; i < sl->n; i++) {
-        key_state *ks = &s->keys[sl->key[i]];
-        if (sl->op == LMCA_OP_SET) {
-            ks->gen++;
-            ks->cls = sl->cls[i];
-            if (sl->len[i] > 0)
-                fill_payload(sl->buf[i], sl->len[i], sl->key[i], ks->gen);
-        } else if (sl->op == LMCA_OP_GET && sl->len[i] > 0) {
-            poison(sl->buf[i], sl->len[i]);
-        }
-    }
+    double bytes = 0;
+    for (size_t i = 0; i < sl->n; i++)
+        bytes += (double)sl->len[i];
+    return bytes;
 }
 
 static void
@@ -746,44 +331,6 @@ top_up(soak_t *s)
 /* ---------------------------------------------------------------------------
  * Completions.
  */
-
-static void
-report_wrong(soak_t *s, const slot_t *sl, size_t i, size_t offset)
-{
-    const uint8_t *b = sl->buf[i];
-    char name[48];
-    if (s->wrong_printed++ >= MAX_WRONG_PRINTED)
-        return;
-    key_name(s, sl->key[i], name, sizeof name);
-    printf("WRONG BYTES: batch %llu key %s (%zu bytes, last generation set %u): header "
-           "says key %llu generation %llu size %llu; first bad byte at offset %zu\n",
-           (unsigned long long)sl->id, name, sl->len[i], s->keys[sl->key[i]].gen,
-           (unsigned long long)get_le(b, 4), (unsigned long long)get_le(b + 4, 4),
-           (unsigned long long)get_le(b + 8, 8), offset);
-}
-
-/* A GET hit: the buffer must be exactly the payload its header names, for this
-   key and size, at a generation already submitted. */
-static void
-check_hit(soak_t *s, const slot_t *sl, size_t i)
-{
-    const uint8_t *b = sl->buf[i];
-    size_t len = sl->len[i], bad = SIZE_MAX;
-
-    if (len > 0) {
-        uint64_t key = get_le(b, 4), gen = get_le(b + 4, 4), size = get_le(b + 8, 8);
-        if (key != sl->key[i] || size != len || gen == 0 || gen > s->keys[key].gen)
-            bad = 0;
-        else
-            bad = payload_mismatch(b, len, (uint32_t)key, (uint32_t)gen);
-    }
-    if (bad == SIZE_MAX) {
-        s->iv[N_HIT]++;
-        return;
-    }
-    s->iv[N_WRONG]++;
-    report_wrong(s, sl, i, bad);
-}
 
 static void
 count_results(soak_t *s, const slot_t *sl, const lmca_completion_t *c)
@@ -954,6 +501,16 @@ report(soak_t *s, double t)
  * Setup and teardown.
  */
 
+/* Engine notices: INFO (the limits found at open) and WARNING, a bounded
+   number of lines. Called from worker threads, hence the atomic. */
+static void
+log_line(void *udata, int level, const char *msg)
+{
+    atomic_uint *printed = udata;
+    if (level >= LMCA_LOG_INFO && atomic_fetch_add(printed, 1) < MAX_LOG_PRINTED)
+        printf("engine %s: %s\n", level >= LMCA_LOG_WARNING ? "WARNING" : "INFO", msg);
+}
+
 static int
 open_engine(soak_t *s)
 {
@@ -995,15 +552,7 @@ alloc_state(soak_t *s)
     s->slots = calloc(s->o.inflight, sizeof *s->slots);
     if (s->keys == NULL || s->slots == NULL)
         return -1;
-    for (size_t c = 0; c < NCLASSES; c++) {
-        s->cls[c] = class_table[c];
-        if (s->cls[c].bytes > s->o.max_chunk)
-            s->cls[c].weight = 0;
-        s->class_weights += s->cls[c].weight;
-        if (!class_alloc(&s->cls[c], &s->o))
-            return -1;
-    }
-    return 0;
+    return classes_init(s) ? 0 : -1;
 }
 
 /* What the keyspace can hold at worst: per key, the segments of its largest
