@@ -46,6 +46,7 @@ typedef struct {
     const char *hosts, *ns, *mode;
     size_t bytes;
     int count, threads;
+    bool client_path; /* -P: fast_path off */
 } opts_t;
 
 typedef struct {
@@ -365,6 +366,7 @@ chunk_mode(const opts_t *o)
     cfg.namespace_ = o->ns;
     cfg.set = "bench";
     cfg.default_ttl_seconds = -1;
+    cfg.fast_path = !o->client_path;
     if (lmca_open(&cfg, &h, &err) != LMCA_OK)
         die("lmca_open", err.msg);
     raw_connect(&as, o->hosts);
@@ -598,7 +600,7 @@ main(int argc, char **argv)
     opts_t o = {.hosts = getenv("AEROSPIKE_TEST_HOSTS"), .ns = "lmcache",
                 .bytes = 4u << 20, .count = 32, .threads = 2, .mode = "all"};
     int c;
-    while ((c = getopt(argc, argv, "h:n:s:c:t:m:")) != -1) {
+    while ((c = getopt(argc, argv, "h:n:s:c:t:m:P")) != -1) {
         switch (c) {
         case 'h': o.hosts = optarg; break;
         case 'n': o.ns = optarg; break;
@@ -606,8 +608,9 @@ main(int argc, char **argv)
         case 'c': o.count = atoi(optarg); break;
         case 't': o.threads = atoi(optarg); break;
         case 'm': o.mode = optarg; break;
+        case 'P': o.client_path = true; break; /* the engine on libaerospike's calls */
         default:
-            fprintf(stderr, "usage: %s [-h hosts] [-n ns] [-s bytes] [-c count] [-t threads] [-m chunk|batch|prefix|all]\n",
+            fprintf(stderr, "usage: %s [-h hosts] [-n ns] [-s bytes] [-c count] [-t threads] [-m chunk|batch|prefix|all] [-P]\n",
                     argv[0]);
             return 2;
         }
