@@ -16,6 +16,7 @@
 #                         access-port), e.g. a delay proxy's: clients that learn
 #                         the cluster from it then route every request there
 #   LOOPBACK_DATA_SIZE    the lmcache namespace's data-size (default 2G)
+#   LOOPBACK_SERVICE_THREADS  the node's service-threads (default 8)
 #
 # Configs, logs and pid files live in $AEROSPIKE_LOOPBACK_DIR (default
 # /tmp/aerospike-loopback). The namespaces are those of tests/aerospike-test.conf;
@@ -49,6 +50,11 @@ write_config() {
 service {
     cluster-name lmca-loopback
     proto-fd-max 1024
+    # Each client connection is served by one service thread. With the default
+    # (one per core: 2 here) two busy connections often share a thread and are
+    # served one after the other, which halved 2-thread 1 MiB gets (DESIGN.md,
+    # "The fast path"). A real server has a core per thread; 8 stands in for that.
+    service-threads ${LOOPBACK_SERVICE_THREADS:-8}
     node-id $(case "$node" in single) echo a10 ;; bench) echo b1 ;; pack) echo c1 ;; *) echo "a$((node + 1))" ;; esac)
     work-directory $dir/work
     pidfile $dir/asd.pid
