@@ -51,11 +51,15 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--target-segment-bytes", type=int, default=0,
+                    help="the engine setting (0: its default), to compare chunk layouts")
     a = ap.parse_args()
     if not a.hosts:
         ap.error("give --hosts or set AEROSPIKE_TEST_HOSTS")
     c = _native.Connector(hosts=a.hosts, namespace=a.namespace, set="bench",
-                          default_ttl_seconds=600, num_workers=a.workers)
+                          default_ttl_seconds=600, num_workers=a.workers,
+                          **({"target_segment_bytes": a.target_segment_bytes}
+                             if a.target_segment_bytes else {}))
     run = uuid.uuid4().hex[:8]
     keys = [f"bench@{run}@{i:06x}" for i in range(a.chunks)]
     src = [os.urandom(a.chunk) for _ in keys]
@@ -78,7 +82,8 @@ def main():
                 note("blocking put", *blocking(c, c.put, keys, src))
                 note("blocking get", *blocking(c, lambda k, b: c.get(k, b) is not None, keys, dst))
     assert all(bytes(d) == s for d, s in zip(dst, src)), "read back other bytes"
-    print(f"{a.chunks} x {a.chunk} B chunks, batches of {a.batch}, {a.workers} workers, "
+    print(f"{a.chunks} x {a.chunk} B chunks (segments: {c.plan(a.chunk)}), "
+          f"batches of {a.batch}, {a.workers} workers, "
           f"{a.hosts}/{a.namespace}, best of {a.rounds}")
     print(f"  set: batch {best['batch set']:.3f} GB/s, blocking {best['blocking put']:.3f} GB/s, "
           f"ratio {best['batch set'] / best['blocking put']:.2f}")
