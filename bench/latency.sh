@@ -15,7 +15,11 @@
 #     libaerospike (+ the copy out, for get), best of 4 rounds; and the "limit"
 #     column when bench_engine reports one (its minimal one-socket client);
 #   prefix mode (one thread: bench_engine's prefix mode is sequential), an
-#     lmca_prefix of 16 and 256 keys next to a header-only batch read, in us.
+#     lmca_prefix of 16 and 256 keys next to a header-only batch read, in us;
+#   l2 mode (not in the default MODES: minutes per delay), `lmcache bench l2`
+#     through bench/side_by_side.py for our native_plugin and LMCache's own
+#     Aerospike adapter, L2_SIZES chunks, with L2_FEW and L2_MANY submits in
+#     flight: store and load GB/s and ours/theirs;
 # and prints one table. The proxy and the node are stopped at exit.
 #
 # The node must not be running already (its access-port is set when it
@@ -30,7 +34,8 @@
 # Knobs (defaults): DELAYS ("0 0.1 0.5 2"), FEW_THREADS (2), MANY_THREADS (16),
 # CHUNK_BYTES (4128768: 4 MiB - 64 KiB, one record, so the libaerospike baseline
 # runs), COUNT_FEW (8), COUNT_MANY (2), MODES ("chunk prefix"), KEEP_LOGS (unset:
-# bench_engine's own output is removed at exit; set: kept and its path printed).
+# bench_engine's own output is removed at exit; set: kept and its path printed),
+# L2_SIZES (4M,32M), L2_FEW (1), L2_MANY (8), L2_MIB (64 MiB per run).
 # About a minute at the defaults on an idle two-core machine.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,6 +48,12 @@ CHUNK_BYTES=${CHUNK_BYTES:-4128768}
 COUNT_FEW=${COUNT_FEW:-8}
 COUNT_MANY=${COUNT_MANY:-2}
 MODES=${MODES:-chunk prefix}
+L2_SIZES=${L2_SIZES:-4M,32M}
+L2_FEW=${L2_FEW:-1}
+L2_MANY=${L2_MANY:-8}
+L2_MIB=${L2_MIB:-64}
+py=python3
+[ -x .venv/bin/python ] && py=.venv/bin/python
 ctl=scripts/aerospike-loopback.sh
 direct=127.0.0.1:3200
 
@@ -152,6 +163,34 @@ prefix() {
         }' "$log"
 }
 
+# l2 LABEL HOSTS IN_FLIGHT: one interleaved round of native_plugin and LMCache's
+# Aerospike adapter; rows from side_by_side's JSON.
+l2() {
+    local out="$tmp/l2-$1-$3"
+    "$py" bench/side_by_side.py --hosts "$2" --adapters native_plugin,aerospike \
+        --sizes "$L2_SIZES" --rounds 1 --in-flight "$3" --mib-per-round "$L2_MIB" \
+        --out "$out" >"$out.log" 2>&1 &
+    bench_pid=$!
+    local rc=0
+    wait "$bench_pid" || rc=$?
+    bench_pid=
+    [ "$rc" = 0 ] || { echo "$0: side_by_side failed, see $out.log" >&2; KEEP_LOGS=1; return 0; }
+    "$py" - "$out/side_by_side.json" "$1" "$3" <<'PY'
+import json, sys
+doc, d, n = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+rows = {(r["size_bytes"], r["adapter"]): r for r in doc["results"]}
+for (size, name), r in sorted(rows.items()):
+    if name != "native_plugin":
+        continue
+    peer = rows.get((size, "aerospike"), {})
+    for op in ("store", "load"):
+        ours, theirs = r[f"{op}_gbps"], peer.get(f"{op}_gbps")
+        ratio = f"{ours / theirs:.2f}" if ours and theirs else "-"
+        print(f"{d:<7} {'l2 ' + op[:4] + f' {size >> 20}M x{n}':<22} {ours or 0:9.2f} GB/s "
+              f"{theirs or 0:11.2f} GB/s {ratio:>6} {'(LMCache aerospike)':>10}")
+PY
+}
+
 for d in $DELAYS; do
     if [ "$d" = direct ]; then
         hosts=$direct
@@ -166,7 +205,11 @@ for d in $DELAYS; do
             chunk "$d" "$hosts" "$MANY_THREADS" "$COUNT_MANY"
             ;;
         prefix) prefix "$d" "$hosts" ;;
-        *) echo "$0: unknown mode $m (chunk, prefix)" >&2; exit 2 ;;
+        l2)
+            l2 "$d" "$hosts" "$L2_FEW"
+            l2 "$d" "$hosts" "$L2_MANY"
+            ;;
+        *) echo "$0: unknown mode $m (chunk, prefix, l2)" >&2; exit 2 ;;
         esac
     done
     stop_proxy

@@ -86,7 +86,7 @@ typedef struct lmca_config {
     const char *hosts;             /* "h1:3000,h2:3000"; required */
     const char *namespace_;        /* default "lmcache" */
     const char *set;               /* default "kv_chunks" */
-    uint64_t target_segment_bytes; /* preferred segment payload; default 4 MiB */
+    uint64_t target_segment_bytes; /* preferred segment payload; default 2 MiB (G4) */
     uint64_t max_segment_bytes;    /* 0 = discovered; clamped to the server */
     uint64_t min_segment_bytes;    /* default 64 KiB */
     uint64_t single_record_threshold_bytes; /* 0 = min(target, max) */

@@ -65,7 +65,7 @@ class Settings:
     set: str = _engine("kv_chunks", "Aerospike set in the namespace (at most 63 bytes); "
                                     "alias set_name")
     target_segment_bytes: int = _engine(
-        4194304, "preferred segment size; lowered onto the server's write-block grid and "
+        2097152, "preferred segment size; lowered onto the server's write-block grid and "
                  "clamped to its cap at open; 0 means this default (upstream's 'auto')")
     max_segment_bytes: int = _engine(
         0, "ceiling per segment; 0 = discovered from the server, an override is clamped "

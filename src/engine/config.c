@@ -15,7 +15,9 @@ lmca_config_init(lmca_config_t *cfg)
     memset(cfg, 0, sizeof *cfg);
     cfg->namespace_ = "lmcache";
     cfg->set = "kv_chunks";
-    cfg->target_segment_bytes = 4 * LMCA__MIB;
+    /* G4 on 8 MiB blocks: four segments per block packed namespaces fuller than
+       two (DESIGN.md, "Chunk layouts by measured capacity"). */
+    cfg->target_segment_bytes = 2 * LMCA__MIB;
     cfg->min_segment_bytes = 64 * LMCA__KIB;
     /* Above this size a batch read is slower than parallel single-record reads
        on a real server (DESIGN.md, "Batch or single"). */

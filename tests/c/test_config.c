@@ -96,7 +96,7 @@ TEST(config_init_sets_documented_defaults)
     ASSERT(cfg.hosts == NULL);
     ASSERT(cfg.namespace_ != NULL && strcmp(cfg.namespace_, "lmcache") == 0);
     ASSERT(cfg.set != NULL && strcmp(cfg.set, "kv_chunks") == 0);
-    ASSERT_EQ(cfg.target_segment_bytes, 4 * MIB);
+    ASSERT_EQ(cfg.target_segment_bytes, 2 * MIB);
     ASSERT_EQ(cfg.max_segment_bytes, 0);
     ASSERT_EQ(cfg.min_segment_bytes, 64 * KIB);
     ASSERT_EQ(cfg.single_record_threshold_bytes, 0);
@@ -160,7 +160,7 @@ TEST(config_set_scalar_keys_change_their_field)
         size_t off, size;
         long long want;
     } good[] = {
-        GOOD("target_segment_bytes", "2097152", target_segment_bytes, 2097152),
+        GOOD("target_segment_bytes", "4194304", target_segment_bytes, 4194304),
         GOOD("max_segment_bytes", "1048576", max_segment_bytes, 1048576),
         GOOD("min_segment_bytes", "131072", min_segment_bytes, 131072),
         GOOD("single_record_threshold_bytes", "524288", single_record_threshold_bytes,
@@ -284,7 +284,7 @@ TEST(config_set_rejects_empty_integer)
     lmca_config_init(&cfg);
     ASSERT_RC(lmca_config_set(&cfg, "target_segment_bytes", "", &err), LMCA_ECONFIG, &err);
     ASSERT_CONTAINS(err.msg, "target_segment_bytes");
-    ASSERT_EQ(cfg.target_segment_bytes, 4 * MIB);
+    ASSERT_EQ(cfg.target_segment_bytes, 2 * MIB);
 }
 
 TEST(config_set_rejects_negative_for_unsigned_keys)

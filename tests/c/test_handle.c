@@ -19,8 +19,8 @@ TEST(limits_discovered_on_8mib_namespace)
     ASSERT(strcmp(l->cap_source, "max-record-size") == 0);
     ASSERT_EQ(l->block_bytes, 8 * MIB);
     ASSERT_EQ(l->max_segment_bytes, 8 * MIB - 64 * KIB);
-    ASSERT_EQ(l->target_segment_bytes, 4 * MIB - 64 * KIB);
-    ASSERT_EQ(l->single_record_threshold_bytes, 4 * MIB - 64 * KIB);
+    ASSERT_EQ(l->target_segment_bytes, 2 * MIB - 64 * KIB);
+    ASSERT_EQ(l->single_record_threshold_bytes, 2 * MIB - 64 * KIB);
     ASSERT_CONTAINS(th_log(), "INFO   server: max-record-size=8388608");
     ASSERT_CONTAINS(th_log(), "max_segment_bytes=8323072");
     lmca_close(h);
@@ -33,7 +33,7 @@ TEST(limits_discovered_on_1mib_namespace_clamp_target)
     ASSERT_EQ(l->server_cap, 1 * MIB);
     ASSERT_EQ(l->max_segment_bytes, 1 * MIB - 64 * KIB);
     ASSERT_EQ(l->target_segment_bytes, 1 * MIB - 64 * KIB);
-    ASSERT_CONTAINS(th_log(), "WARNING target_segment_bytes=4194304 exceeds");
+    ASSERT_CONTAINS(th_log(), "WARNING target_segment_bytes=2097152 exceeds");
     lmca_close(h);
 }
 

@@ -301,11 +301,11 @@ TEST(resolve_8m_cap_lowers_default_target_onto_grid)
     ASSERT(l.cap_source != NULL && strcmp(l.cap_source, "max-record-size") == 0);
     ASSERT_EQ(l.block_bytes, 8 * MIB);
     ASSERT_EQ(l.max_segment_bytes, 8 * MIB - 64 * KIB);
-    ASSERT_EQ(l.target_segment_bytes, 4 * MIB - 64 * KIB);
+    ASSERT_EQ(l.target_segment_bytes, 2 * MIB - 64 * KIB); /* G4: four per block */
     ASSERT_EQ(l.single_record_threshold_bytes, l.target_segment_bytes);
     ASSERT_EQ(l.min_segment_bytes, 64 * KIB);
     ASSERT_EQ(l.batch_threshold_bytes, cfg.batch_threshold_bytes);
-    ASSERT_LOG("INFO", "target_segment_bytes=4194304 lowered to 4128768", NULL);
+    ASSERT_LOG("INFO", "target_segment_bytes=2097152 lowered to 2031616", NULL);
     ASSERT_EQ(n_warnings, 0);
 }
 
@@ -335,7 +335,7 @@ TEST(resolve_1m_cap_clamps_target_with_warning)
     ASSERT_EQ(l.max_segment_bytes, 1 * MIB - 64 * KIB);
     ASSERT_EQ(l.target_segment_bytes, 1 * MIB - 64 * KIB);
     ASSERT_EQ(l.single_record_threshold_bytes, 1 * MIB - 64 * KIB);
-    ASSERT_LOG("WARNING", "target_segment_bytes=4194304", "clamped");
+    ASSERT_LOG("WARNING", "target_segment_bytes=2097152", "clamped");
 }
 
 TEST(resolve_70_write_block_size_is_the_cap)
@@ -378,7 +378,7 @@ TEST(resolve_6x_128k_block_gives_64k_segments)
     ASSERT_EQ(l.server_cap, 128 * KIB);
     ASSERT_EQ(l.max_segment_bytes, 64 * KIB);
     ASSERT_EQ(l.target_segment_bytes, 64 * KIB);
-    ASSERT_LOG("WARNING", "target_segment_bytes=4194304", "clamped");
+    ASSERT_LOG("WARNING", "target_segment_bytes=2097152", "clamped");
 }
 
 TEST(resolve_clamps_operator_max_above_server_with_warning)
@@ -686,15 +686,15 @@ TEST(plan_twice_target_is_two_full_segments)
     ASSERT_EQ(p.last_b, l.target_segment_bytes);
 }
 
-TEST(plan_64m_with_8m_cap_is_17_segments)
+TEST(plan_64m_with_8m_cap_is_34_segments)
 {
     lmca_limits_t l = limits_8m();
-    uint64_t t = 4 * MIB - 64 * KIB;
+    uint64_t t = 2 * MIB - 64 * KIB;
     lmca_plan_t p = PLAN_OK(&l, 64 * MIB);
     ASSERT_EQ(p.nseg, (64 * MIB + t - 1) / t);
-    ASSERT_EQ(p.nseg, 17);
+    ASSERT_EQ(p.nseg, 34);
     ASSERT_EQ(p.seg_b, t);
-    ASSERT_EQ(p.last_b, 64 * MIB - 16 * t);
+    ASSERT_EQ(p.last_b, 64 * MIB - 33 * t);
 }
 
 TEST(plan_operator_threshold_above_target_is_inclusive)
@@ -711,9 +711,9 @@ TEST(plan_operator_threshold_above_target_is_inclusive)
     ASSERT_EQ(p.nseg, 1);
     ASSERT_EQ(p.last_b, 6 * MIB);
     p = PLAN_OK(&l, 6 * MIB + 1);
-    ASSERT_EQ(p.nseg, 2);
+    ASSERT_EQ(p.nseg, 4); /* three full G4 segments and a tail */
     ASSERT_EQ(p.seg_b, l.target_segment_bytes);
-    ASSERT_EQ(p.last_b, 6 * MIB + 1 - l.target_segment_bytes);
+    ASSERT_EQ(p.last_b, 6 * MIB + 1 - 3 * l.target_segment_bytes);
 }
 
 TEST(plan_tiny_payloads_are_single_record)
@@ -842,7 +842,7 @@ TEST_LIST = {
     T(plan_at_threshold_is_single_record),
     T(plan_threshold_plus_one_is_two_segments),
     T(plan_twice_target_is_two_full_segments),
-    T(plan_64m_with_8m_cap_is_17_segments),
+    T(plan_64m_with_8m_cap_is_34_segments),
     T(plan_operator_threshold_above_target_is_inclusive),
     T(plan_tiny_payloads_are_single_record),
     T(plan_max_segments_is_accepted),

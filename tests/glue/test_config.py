@@ -24,7 +24,7 @@ GLUE = [n for n, f in FIELDS.items() if not f.metadata["engine"]]
 
 # The defaults this project promises (README, spec 4.5.2, the engine's config.c).
 DEFAULTS = {
-    "namespace": "lmcache", "set": "kv_chunks", "target_segment_bytes": 4194304,
+    "namespace": "lmcache", "set": "kv_chunks", "target_segment_bytes": 2097152,
     "max_segment_bytes": 0, "min_segment_bytes": 65536,
     "single_record_threshold_bytes": 0, "batch_threshold_bytes": 131072,
     "default_ttl_seconds": 86400, "read_timeout_ms": 1000, "write_timeout_ms": 2000,
@@ -38,7 +38,7 @@ DEFAULTS = {
 # A valid value for each setting other than its default, typed and as a string.
 OTHER = {
     "hosts": ("a:3000,b:3000", "a:3000,b:3000"), "namespace": ("ns2", "ns2"),
-    "set": ("other", "other"), "target_segment_bytes": (2097152, "2097152"),
+    "set": ("other", "other"), "target_segment_bytes": (4194304, "4194304"),
     "max_segment_bytes": (4128768, "4128768"), "min_segment_bytes": (131072, "131072"),
     "single_record_threshold_bytes": (1048576, "1048576"),
     "batch_threshold_bytes": (65536, "65536"), "default_ttl_seconds": (-1, "-1"),

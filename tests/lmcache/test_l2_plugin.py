@@ -63,7 +63,7 @@ def test_upstream_keys_and_environment_work_unchanged(aerospike_hosts, monkeypat
     a = build(spec)
     try:
         assert (a.settings.hosts, a.settings.set) == (aerospike_hosts, "lmca_upstream")
-        assert a.settings.target_segment_bytes == 4194304  # upstream's 0 = auto
+        assert a.settings.target_segment_bytes == 2097152  # upstream's 0 = auto
     finally:
         a.close()
 
