@@ -113,7 +113,8 @@ start_proxy 0 0
 P=$port
 stop_proxy
 if [ -z "$running" ]; then
-    LOOPBACK_ACCESS_PORT=$P ASD=$ASD "$ctl" start bench
+    # 4G: runs with many 32 MiB chunks in flight otherwise meet stop-writes.
+    LOOPBACK_DATA_SIZE=${LOOPBACK_DATA_SIZE:-4G} LOOPBACK_ACCESS_PORT=$P ASD=$ASD "$ctl" start bench
     node_started=1
 fi
 
