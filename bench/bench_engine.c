@@ -367,6 +367,9 @@ chunk_mode(const opts_t *o)
     cfg.set = "bench";
     cfg.default_ttl_seconds = -1;
     cfg.fast_path = !o->client_path;
+    /* One record per chunk, as the two baselines write it: this mode compares
+       data paths, not layouts (bench_packing and bench_native do those). */
+    cfg.single_record_threshold_bytes = o->bytes;
     if (lmca_open(&cfg, &h, &err) != LMCA_OK)
         die("lmca_open", err.msg);
     raw_connect(&as, o->hosts);
