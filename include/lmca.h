@@ -392,14 +392,16 @@ LMCA_EXTERN int lmca_ping(lmca_t *h, lmca_err_t *err);
 
 /* Counters of a handle since open; thread-safe, for metrics and tests. */
 typedef struct lmca_stats {
-    uint64_t corrupt;          /* records that failed validation (read as misses) */
-    uint64_t torn;             /* chunks with a segment missing or from another write */
-    uint64_t crc_mismatch;     /* payloads whose CRC did not match */
-    uint64_t puts_aborted;     /* failed puts that had written segments */
-    uint64_t segments_removed; /* segments those aborts removed */
-    uint64_t segments_left;    /* segments an abort could not remove */
-    uint64_t fast_ops;         /* single-record puts and gets on the fast path */
-    uint64_t client_ops;       /* ... through the client's own calls (fast_path off) */
+    uint64_t corrupt;           /* records that failed validation (read as misses) */
+    uint64_t torn;              /* chunks with a segment missing or from another write */
+    uint64_t crc_mismatch;      /* payloads whose CRC did not match */
+    uint64_t puts_aborted;      /* failed puts that had written segments */
+    uint64_t segments_removed;  /* segments those aborts removed */
+    uint64_t segments_left;     /* segments an abort could not remove */
+    uint64_t fast_ops;          /* single-record puts and gets on the fast path */
+    uint64_t client_ops;        /* ... through the client's own calls (fast_path off) */
+    uint64_t guesses_confirmed; /* guessed gets the meta record confirmed */
+    uint64_t guesses_missed;    /* ... whose segments had to be read again */
 } lmca_stats_t;
 
 LMCA_EXTERN void lmca_stats(lmca_t *h, lmca_stats_t *out);
@@ -478,6 +480,9 @@ typedef struct lmca_get_s {
     /* out */
     lmca_meta_t meta;
     void *held;   /* the held payload (meta.tot_b bytes, malloc'd), or NULL */
+    /* in: NULL, or for a guessed get (lmca_get_guess) meta.nseg entries that
+       lmca_get_segments fills with each segment's write id (0: not usable) */
+    uint64_t *seen_wids;
 } lmca_get_t;
 
 /*
@@ -529,6 +534,32 @@ LMCA_EXTERN int lmca_get_segments(lmca_t *h, const lmca_get_t *g, uint32_t first
  * @return LMCA_OK, or LMCA_MISS on a mismatch (counted).
  */
 LMCA_EXTERN int lmca_get_end(lmca_t *h, const lmca_get_t *g);
+
+/*
+ * Guessed gets: a caller that knows a chunk's exact size (`cap`, as LMCache's
+ * loads do) can read its segments while it reads its meta record, one round
+ * trip instead of two. lmca_get_guess fills g->meta with this handle's plan for
+ * `cap` bytes (write id unknown); lmca_get_segments on that get then reads
+ * into `buf` and records each segment's write id in g->seen_wids (caller
+ * memory, meta.nseg entries) instead of checking it: a segment that is
+ * missing, malformed or of another length records 0, and nothing is counted
+ * or logged. The bytes in `buf` mean nothing until lmca_get_confirm accepts
+ * them against the meta record, read by lmca_get_begin on another get without
+ * a buffer (a one-record chunk's payload must not land on the segments).
+ * @return LMCA_OK; LMCA_EINVAL when the plan is a single record (nothing to
+ *   guess: use lmca_get_begin), for a bad key, a NULL buf or seen_wids.
+ */
+LMCA_EXTERN int lmca_get_guess(lmca_t *h, lmca_get_t *g, lmca_err_t *err);
+
+/*
+ * Confirms a guessed get by the chunk's meta record (`real`, begun with
+ * LMCA_OK): LMCA_OK when the record describes the guessed plan (size, segment
+ * count and size) and every segment carried its write id, so `buf` holds the
+ * chunk (finish with lmca_get_end on `real` with buf and cap set); LMCA_MISS
+ * otherwise: read the segments again with lmca_get_segments on `real`.
+ * Counted in lmca_stats_t (guesses_confirmed, guesses_missed). Thread-safe.
+ */
+LMCA_EXTERN int lmca_get_confirm(lmca_t *h, const lmca_get_t *guess, const lmca_get_t *real);
 
 /* Bytes in segment `index` of `meta` (0 when out of range). */
 LMCA_EXTERN uint64_t lmca_segment_len(const lmca_meta_t *meta, uint32_t index);
@@ -621,6 +652,100 @@ LMCA_EXTERN int lmca_sweep(lmca_t *h, lmca_sweep_cb cb, void *udata, lmca_err_t 
 /* Removes one record by its digest (what lmca_sweep reports).
    @return LMCA_OK, LMCA_MISS (already gone) or transport errors. */
 LMCA_EXTERN int lmca_remove_record(lmca_t *h, const uint8_t digest[20], lmca_err_t *err);
+
+/* ---------------------------------------------------------------------------
+ * Operators: the cluster's own words (info commands) and one chunk taken apart,
+ * for tools such as the lmcache-aerospike CLI (probe, stats, inspect).
+ */
+
+/* One node's answer to lmca_info(). Called on the thread that called lmca_info,
+   once per node, in the client's node order. `node_name` (e.g. "BB9...") and
+   `address` ("host:port", "[v6]:port") are the client's view of the node;
+   `response` is the value of the node's answer (the text after "command\t",
+   trailing newlines stripped; "" for an empty answer). It is the server's text,
+   unchecked: a caller that parses it must treat it as untrusted. All three are
+   valid during the call only. Return false to stop before the next node. */
+typedef bool (*lmca_info_cb)(void *udata, const char *node_name, const char *address,
+                             const char *response);
+
+/*
+ * Sends the info command `command` (e.g. "build", "statistics",
+ * "namespace/lmcache") to every node the client currently sees, one node after
+ * the other, each within read_timeout_ms, and passes each answer to `cb`.
+ * The command is sent as is: one command, no newline or tab.
+ * When a node fails, the call stops there with its error; `cb` may already have
+ * run for the nodes before it.
+ * @return LMCA_OK (also when `cb` stopped it);
+ *   LMCA_EINVAL       NULL or empty command, a command holding a newline or a
+ *                     tab (the message quotes it, escaped), NULL cb; or a node
+ *                     answered ERROR:4 (it does not know the command; the
+ *                     message names the node and quotes the answer);
+ *   LMCA_ENAMESPACE   a node answered ERROR:20 (namespace not found);
+ *   LMCA_ECONNECTION  no node is known (empty cluster), or a node cannot be
+ *                     reached (the message names it);
+ *   LMCA_ETIMEOUT     a node did not answer in time;
+ *   LMCA_EUNKNOWN     any other error answer (as_code holds its code).
+ */
+LMCA_EXTERN int lmca_info(lmca_t *h, const char *command, lmca_info_cb cb, void *udata,
+                          lmca_err_t *err);
+
+/* Nodes in the client's current view of the cluster (it changes as the tend
+   thread sees nodes join and leave); 0 when it sees none. No I/O. */
+LMCA_EXTERN uint32_t lmca_cluster_size(lmca_t *h);
+
+/* What lmca_inspect() finds of one segment record. */
+typedef enum {
+    LMCA_SEG_OK = 0,          /* present, of the meta record's write, exactly the
+                                 promised bytes, and its own crc32 (when stored)
+                                 matches */
+    LMCA_SEG_MISSING = 1,     /* no record */
+    LMCA_SEG_OTHER_WRITE = 2, /* a valid segment of another write id: an overwrite
+                                 in progress, a killed writer or a race */
+    LMCA_SEG_CORRUPT = 3      /* present but not a valid segment of this chunk: a
+                                 bad, missing or unknown bin, a payload of the
+                                 wrong length, or its own crc32 fails */
+} lmca_seg_state;
+
+/* lmca_inspect()'s verdict on the whole payload's CRC. */
+typedef enum {
+    LMCA_CRC_ABSENT = 0,   /* the meta record has no crc32 bin (enable_crc32 off) */
+    LMCA_CRC_OK = 1,       /* the payload's CRC-32 matches */
+    LMCA_CRC_MISMATCH = 2, /* every segment is OK, but the payload's CRC-32 differs */
+    LMCA_CRC_UNCHECKED = 3 /* a segment is not OK, so no payload can be assembled */
+} lmca_crc_verdict;
+
+/* One chunk taken apart. Owned by the caller; free with lmca_inspect_clear(). */
+typedef struct lmca_inspect {
+    lmca_meta_t meta;     /* the meta record, decoded and validated as lmca_stat
+                             does (md copied when present); meta.ttl is the meta
+                             record's TTL left, 0xFFFFFFFF = never expires */
+    uint8_t *segs;        /* meta.nseg lmca_seg_state values, segment i at [i],
+                             malloc'd, when meta.nseg > 1; NULL for a one-record
+                             chunk (its payload is inline in the meta record) */
+    lmca_crc_verdict crc; /* LMCA_CRC_ABSENT when meta.has_crc32 is false */
+} lmca_inspect_t;
+
+/*
+ * Takes the chunk under `key` apart for an operator: reads and validates its
+ * meta record exactly as a get does, then every segment record with its
+ * payload, judging each (lmca_seg_state), and checks the whole payload's CRC
+ * when the meta record carries one. Payloads are read a batch of segments at a
+ * time (at most 32 MiB) and never kept, so memory does not grow with the
+ * chunk. It removes and repairs nothing.
+ * A corrupt meta record is counted and logged as reads do (lmca_stats_t
+ * corrupt); the segments' and the payload's verdicts are returned, not
+ * counted or logged. `out` is zeroed first, and owns memory only on LMCA_OK.
+ * @return LMCA_OK (out filled);
+ *   LMCA_MISS     no meta record, one not ready, or a corrupt one;
+ *   LMCA_EINVAL   a bad key or a NULL `out`;
+ *   LMCA_ENOMEM;  transport errors (LMCA_ETIMEOUT, LMCA_ECONNECTION,
+ *   LMCA_EBUSY, LMCA_EUNKNOWN).
+ */
+LMCA_EXTERN int lmca_inspect(lmca_t *h, const char *key, lmca_inspect_t *out, lmca_err_t *err);
+
+/* Frees what an inspection owns (meta.md, segs) and sets the pointers to NULL.
+   Safe on a zeroed struct and on NULL. */
+LMCA_EXTERN void lmca_inspect_clear(lmca_inspect_t *in);
 
 /* Version of this engine, "0.1.0". Static storage. */
 #define LMCA_VERSION "0.1.0"

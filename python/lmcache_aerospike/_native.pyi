@@ -104,3 +104,21 @@ class Connector:
     def plan(self, nbytes: int, /) -> tuple[int, int, int]: ...
     def stats(self) -> dict[str, int]: ...
     def list_keys(self, *, limit: int | None = None) -> tuple[list[str], int]: ...
+    # -- the operator's calls (the lmcache-aerospike CLI); TTLs: -1 = never expires
+    def info(self, command: str, /) -> list[tuple[str, str, str]]:
+        """(node name, "host:port", the value after "command\\t") per node."""
+    def cluster_size(self) -> int: ...
+    def scan(self, *, records: bool = False, limit: int | None = None) -> list[dict[str, Any]]:
+        """records=False: per valid meta record (chunk) digest, key (the chunk's key,
+        None when not stored), ttl, wid and the meta fields of stat() (no md).
+        records=True: every schema record with kind ("meta", "segment", "unknown"),
+        digest, key (the record's stored key, e.g. "K|s|0", or None), ttl, wid, and
+        for valid meta records the meta fields."""
+    def sweep(self) -> list[dict[str, Any]]:
+        """reason ("orphan_segment", "broken_meta", "corrupt"), kind, digest, wid, ttl,
+        nseg and found (broken_meta: segments named, segments found)."""
+    def remove_record(self, digest: bytes | bytearray | memoryview, /) -> bool: ...
+    def inspect(self, key: str, /) -> dict[str, Any] | None:
+        """stat()'s fields (md included, ttl -1 = never), segments: "ok" | "missing" |
+        "other_write" | "corrupt" per segment ([] for a one-record chunk), and crc:
+        "absent" | "ok" | "mismatch" | "unchecked"."""

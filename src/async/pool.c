@@ -214,9 +214,10 @@ job_new(lmca_pool_t *p, const lmca_batch_t *b)
             job->opts[i] = b->opts[i];
         if (b->op == LMCA_OP_FILL)
             job->gets[i] = b->gets[i];
-        if (gets) /* the job's key copy, whatever a STAT's completion left */
+        if (gets) /* the job's key copy, whatever a STAT's completion left; a
+                     guess is only ever the pool's own (tasks.c) */
             job->gets[i].key = job->keys[i], job->gets[i].hold = true,
-            job->gets[i].want_md = true;
+            job->gets[i].want_md = true, job->gets[i].seen_wids = NULL;
     }
     job->pool = p;
     job->band = (b->prio ? (int)b->prio : default_band(b->op)) - 1;

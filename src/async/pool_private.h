@@ -39,7 +39,11 @@ typedef struct lmca__task {
 /* Per-key state of a chunk whose segments travel as several tasks. */
 typedef struct lmca__keystate {
     lmca_put_t *put;        /* SET: the begun put the last part commits */
-    lmca_get_t *get;        /* GET: the begun get the last part ends */
+    lmca_get_t *get;        /* GET: the begun get the last part ends; with
+                               `real`, a guessed one (lmca_get_guess) */
+    lmca_get_t *real;       /* GET, guessed: the meta record, read beside the
+                               segments; the last part confirms one by the other */
+    int real_rc;            /* ... and the status of reading it */
     atomic_uint parts_left; /* segment tasks still running */
     atomic_int failed;      /* first part status that was not LMCA_OK */
 } lmca__keystate;

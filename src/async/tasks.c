@@ -10,6 +10,13 @@
  * that one chunk's segments move over several connections at once (DESIGN.md:
  * parallel single-record calls beat batch calls for MiB records). Exists and
  * prefix lookups are batch reads of meta records, tiled the same way.
+ *
+ * A GET knows its chunk's exact size (the caller allocated it), so the plan of
+ * a chunk with segments is known before its meta record is read: the meta
+ * record and the segments are read at once (one round trip, not two), and the
+ * last of them to finish confirms the segments by the meta record's write id.
+ * When another writer's plan differed, the segments are read again the usual
+ * way (DESIGN.md, "Guessed gets").
  */
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +137,43 @@ plan_set_key(lmca__job *job, size_t i, task_list *l, bool *small, lmca_err_t *er
     return LMCA_OK;
 }
 
+/* GET: key i as a guessed get when its size plans segments: a task for its
+   meta record, queued first, and its segment tasks; the last part confirms.
+   False when the plan is one record (then key i is a plain KEY task). */
+static bool
+plan_guess(lmca__job *job, size_t i, task_list *l, int *rc, lmca_err_t *err)
+{
+    lmca_plan_t plan;
+    lmca_get_t *g;
+    lmca__task *parts;
+
+    if (lmca_plan(lmca_limits(job->pool->h), job->lens[i], &plan, NULL) != LMCA_OK ||
+        plan.nseg < 2)
+        return false;
+    /* The guess and its write ids in one allocation, freed with the job. */
+    g = lmca__malloc(lmca__size(plan.nseg, sizeof(uint64_t), sizeof *g));
+    if (g == NULL) {
+        *rc = lmca__fail(err, LMCA_ENOMEM, 0, "out of memory planning a batch");
+        return true;
+    }
+    *g = (lmca_get_t){.key = job->keys[i], .buf = job->bufs[i], .cap = job->lens[i],
+                      .seen_wids = (uint64_t *)(g + 1)};
+    if (lmca_get_guess(job->pool->h, g, NULL) != LMCA_OK) {
+        free(g);
+        return false;
+    }
+    job->ks[i].get = g;
+    if (!add(l, job, LMCA__T_KEY, i, 1, 0) || (parts = segment_tasks(job, i, &g->meta)) == NULL) {
+        *rc = lmca__fail(err, LMCA_ENOMEM, 0, "out of memory planning a batch");
+        return true;
+    }
+    atomic_fetch_add(&job->ks[i].parts_left, 1); /* the meta record's task */
+    append(l, parts);
+    while (l->tail->next)
+        l->tail = l->tail->next;
+    return true;
+}
+
 /* STAT, FILL, TOUCH and DELETE: a task per key (sizes are not known ahead). */
 static int
 plan_each_key(lmca__job *job, task_list *l, lmca_err_t *err)
@@ -158,7 +202,9 @@ plan_keys(lmca__job *job, task_list *l, lmca_err_t *err)
             rc = plan_set_key(job, i, l, &is_small, err);
         else if (job->c.op == LMCA_OP_GET && job->lens[i] <= threshold(job))
             is_small = true;
-        else if (!add(l, job, LMCA__T_KEY, i, 1, 0))
+        else if (job->c.op == LMCA_OP_GET && plan_guess(job, i, l, &rc, err))
+            ;
+        else if (rc == LMCA_OK && !add(l, job, LMCA__T_KEY, i, 1, 0))
             rc = lmca__fail(err, LMCA_ENOMEM, 0, "out of memory planning a batch");
         if (is_small && run_len++ == 0)
             run_start = i;
@@ -199,8 +245,10 @@ lmca__job_release(lmca__job *job)
     for (size_t i = 0; i < job->c.n; i++) {
         free(job->ks[i].put);
         free(job->ks[i].get);
+        free(job->ks[i].real);
         job->ks[i].put = NULL;
         job->ks[i].get = NULL;
+        job->ks[i].real = NULL;
     }
 }
 
@@ -299,14 +347,47 @@ get_of(const lmca__job *job, size_t i)
     return (lmca_get_t){.key = job->keys[i], .buf = job->bufs[i], .cap = job->lens[i]};
 }
 
+/* GET key i the usual way: the meta record (with a one-record payload), then
+   the segments it names. */
+static void
+get_plain(lmca__job *job, size_t i)
+{
+    lmca_get_t g = get_of(job, i);
+    lmca_err_t err = {0};
+    int rc = lmca_get_begin(job->pool->h, &g, &err);
+    got_meta(job, i, rc, &g, &err);
+}
+
+static void part_done(lmca__job *job, size_t i, int rc);
+
+/* GET key i, guessed: its meta record, read while its segments are. Without a
+   buffer, so that a one-record chunk (another writer's plan) cannot land on
+   the segments being read; the confirmation then fails and it is read again. */
+static void
+get_guess_meta(lmca__job *job, size_t i)
+{
+    lmca__keystate *ks = &job->ks[i];
+    lmca_err_t err = {0};
+
+    if ((ks->real = lmca__malloc(sizeof *ks->real)) == NULL) {
+        ks->real_rc = lmca__fail(&err, LMCA_ENOMEM, 0, "out of memory reading \"%s\"",
+                                 job->keys[i]);
+    } else {
+        *ks->real = (lmca_get_t){.key = job->keys[i]};
+        ks->real_rc = lmca_get_begin(job->pool->h, ks->real, &err);
+    }
+    if (ks->real_rc < 0) /* the key settles with this status when its parts are done */
+        lmca__job_error(job, ks->real_rc, err.msg);
+    part_done(job, i, LMCA_OK);
+}
+
 static void
 run_get_key(lmca__task *t)
 {
-    lmca__job *job = t->job;
-    lmca_get_t g = get_of(job, t->first);
-    lmca_err_t err = {0};
-    int rc = lmca_get_begin(job->pool->h, &g, &err);
-    got_meta(job, t->first, rc, &g, &err);
+    if (t->job->ks[t->first].get != NULL) /* set only by plan_guess before any I/O */
+        get_guess_meta(t->job, t->first);
+    else
+        get_plain(t->job, t->first);
 }
 
 static void
@@ -356,6 +437,50 @@ run_set_tile(lmca__task *t)
     free(ps);
 }
 
+/* A guess that did not hold (another writer's plan, a racing overwrite, a
+   failed read): key i is read again the usual way, from the meta record when
+   it named segments of this chunk's size. */
+static void
+unguess(lmca__job *job, size_t i)
+{
+    lmca__keystate *ks = &job->ks[i];
+    lmca_get_t real = ks->real ? *ks->real : (lmca_get_t){0};
+    lmca_err_t err = {0};
+
+    free(ks->get);
+    free(ks->real);
+    ks->get = ks->real = NULL;
+    atomic_store(&ks->failed, LMCA_OK);
+    if (real.meta.tot_b != job->lens[i]) { /* not this chunk: got_meta's rule */
+        settle(job, i, LMCA_MISS, &err);
+    } else if (real.meta.nseg > 1) {
+        real.buf = job->bufs[i], real.cap = job->lens[i];
+        start_segments(job, i, &real);
+    } else {
+        get_plain(job, i);
+    }
+}
+
+/* The last part of a guessed get: the bytes count only when the meta record
+   confirms every segment (lmca_get_confirm). */
+static void
+finish_guess(lmca__job *job, size_t i)
+{
+    lmca__keystate *ks = &job->ks[i];
+    lmca_t *h = job->pool->h;
+    lmca_err_t err = {0};
+
+    if (ks->real_rc != LMCA_OK) { /* absent, bad or unreadable: no segment matters */
+        settle(job, i, ks->real_rc, &err);
+    } else if (atomic_load(&ks->failed) == LMCA_OK &&
+               lmca_get_confirm(h, ks->get, ks->real) == LMCA_OK) {
+        ks->real->buf = job->bufs[i], ks->real->cap = job->lens[i];
+        settle(job, i, lmca_get_end(h, ks->real), &err);
+    } else {
+        unguess(job, i);
+    }
+}
+
 /* The last part of a segmented key to finish ends the key: every other part's
    outcome is visible (acq_rel on parts_left, see pool_private.h). */
 static void
@@ -366,6 +491,10 @@ finish_key(lmca__job *job, size_t i)
     lmca_err_t err = {0};
     int rc = atomic_load(&ks->failed);
 
+    if (job->c.op != LMCA_OP_SET && ks->get->seen_wids != NULL) {
+        finish_guess(job, i);
+        return;
+    }
     if (job->c.op != LMCA_OP_SET) { /* GET, FILL */
         settle(job, i, rc == LMCA_OK ? lmca_get_end(h, ks->get) : rc, &err);
         return;
@@ -410,7 +539,8 @@ run_segment(lmca__task *t)
         rc = lmca_put_segments(h, ks->put, t->segment, (uint32_t)t->count, &err);
     else /* GET, FILL */
         rc = lmca_get_segments(h, ks->get, t->segment, (uint32_t)t->count, &err);
-    if (rc < 0)
+    /* A guessed get's failure is not the job's yet: it is read again first. */
+    if (rc < 0 && (job->c.op == LMCA_OP_SET || ks->get->seen_wids == NULL))
         lmca__job_error(job, rc, err.msg);
     part_done(job, t->first, rc);
 }

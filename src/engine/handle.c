@@ -159,8 +159,72 @@ lmca_stats(lmca_t *h, lmca_stats_t *out)
     LOAD(puts_aborted);
     LOAD(segments_removed);
     LOAD(segments_left);
+    LOAD(guesses_confirmed);
+    LOAD(guesses_missed);
 #undef LOAD
     lmca__wire_paths(h->wire, &out->fast_ops, &out->client_ops);
+}
+
+/* ---------------------------------------------------------------------------
+ * Info for operators.
+ */
+
+typedef struct {
+    lmca_info_cb cb;
+    void *udata;
+} info_call;
+
+static bool
+info_answer(void *udata, const char *node, const char *address, char *answer)
+{
+    info_call *c = udata;
+    size_t n;
+    char *value = (char *)lmca__info_value(answer, &n);
+    value[n] = '\0'; /* the answer is ours to cut: the wire's malloc'd copy */
+    return c->cb(c->udata, node, address, value);
+}
+
+/* LMCA_OK for one command the server can take as is, else LMCA_EINVAL quoting
+   it with its newline or tab escaped (a raw one would break the message too). */
+static int
+check_command(const char *command, lmca_err_t *err)
+{
+    char shown[128];
+    size_t bad, k = 0;
+
+    if (command == NULL || *command == '\0')
+        return lmca__fail(err, LMCA_EINVAL, 0, "info: %s command", command ? "empty" : "NULL");
+    if (command[bad = strcspn(command, "\t\n")] == '\0')
+        return LMCA_OK;
+    for (const char *p = command; *p && k + 3 < sizeof shown; p++) {
+        if (*p == '\n' || *p == '\t')
+            shown[k++] = '\\', shown[k++] = *p == '\n' ? 'n' : 't';
+        else
+            shown[k++] = *p;
+    }
+    shown[k] = '\0';
+    return lmca__fail(err, LMCA_EINVAL, 0,
+                      "info command \"%s\" holds a %s at byte %zu: one command per call", shown,
+                      command[bad] == '\n' ? "newline" : "tab", bad);
+}
+
+int
+lmca_info(lmca_t *h, const char *command, lmca_info_cb cb, void *udata, lmca_err_t *err)
+{
+    info_call c = {cb, udata};
+    int rc = check_command(command, err);
+
+    if (rc == LMCA_OK && cb == NULL)
+        rc = lmca__fail(err, LMCA_EINVAL, 0, "info \"%.100s\": NULL callback", command);
+    if (rc != LMCA_OK)
+        return rc;
+    return lmca__wire_info_each(h->wire, command, info_answer, &c, err);
+}
+
+uint32_t
+lmca_cluster_size(lmca_t *h)
+{
+    return lmca__wire_nodes(h->wire);
 }
 
 /* ---------------------------------------------------------------------------

@@ -52,6 +52,7 @@ void *lmca__slab_extra(char **keys, size_t n);
 typedef struct lmca__counters {
     atomic_uint_fast64_t corrupt, torn, crc_mismatch;
     atomic_uint_fast64_t puts_aborted, segments_removed, segments_left;
+    atomic_uint_fast64_t guesses_confirmed, guesses_missed;
 } lmca__counters;
 
 #define LMCA__COUNT(h, field) atomic_fetch_add_explicit(&(h)->counters.field, 1, memory_order_relaxed)
@@ -75,6 +76,10 @@ void lmca__segment_key(char *out, const char *key, uint32_t index);
 
 /* LMCA_OK if `key` is a usable key, else LMCA_EINVAL naming the problem. */
 int lmca__check_key(const char *key, lmca_err_t *err);
+
+/* The value of an info answer: after "<request>\t" (the whole answer when it
+   has no tab), without trailing newlines; `*n` is its length. limits.c. */
+const char *lmca__info_value(const char *info, size_t *n);
 
 /* TTL to send: -1 (never) for pinned records, else default_ttl_seconds. */
 uint32_t lmca__ttl(const lmca_t *h, bool pin);

@@ -56,16 +56,25 @@ read_number(const char *s, size_t n, const char *key, int64_t *out, lmca_err_t *
     return LMCA_OK;
 }
 
-/* Strips "<request>\t" before and "\n" after the value, as aerospike_info_* return it. */
-static const char *
-info_body(const char *info, size_t *n)
+const char *
+lmca__info_value(const char *info, size_t *n)
 {
     const char *tab = strchr(info, '\t');
     const char *s = tab ? tab + 1 : info;
     size_t len = strlen(s);
-    while (len > 0 && (s[len - 1] == '\n' || s[len - 1] == ';'))
+    while (len > 0 && s[len - 1] == '\n')
         len--;
     *n = len;
+    return s;
+}
+
+/* The value without the trailing ';' some versions end their lists with. */
+static const char *
+info_body(const char *info, size_t *n)
+{
+    const char *s = lmca__info_value(info, n);
+    while (*n > 0 && (s[*n - 1] == '\n' || s[*n - 1] == ';'))
+        (*n)--;
     return s;
 }
 

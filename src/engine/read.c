@@ -1,7 +1,8 @@
 /*
  * read.c - reading chunks: the get steps (begin, segments, end), whole gets,
- * stat, and the one rule for "present" that exists and prefix share. Anything
- * less than a complete chunk of one write is a miss, never partial data.
+ * stat, the one rule for "present" that exists and prefix share, and inspect
+ * (a chunk taken apart for an operator). Anything less than a complete chunk
+ * of one write is a miss, never partial data.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -285,26 +286,38 @@ lmca_get_begin_many(lmca_t *h, lmca_get_t *gs, size_t n, int *results, lmca_err_
     return rc;
 }
 
-/* Segment `index` alone. */
+/* Reading segments: where they land, and who judges each as it comes. A judge
+   returns LMCA_OK to go on with the next segment. */
+typedef struct seg_reading seg_reading;
+typedef int (*seg_judge)(const seg_reading *s, const char *skey, uint32_t index,
+                         const lmca__seg_reader *r, const lmca__read *rd);
+struct seg_reading {
+    lmca_t *h;
+    const char *key;
+    const lmca_meta_t *m;
+    seg_judge judge;
+    void *udata;
+};
+
+/* Segment `index` alone, into dst. */
 static int
-read_segment(lmca_t *h, const lmca_get_t *g, uint32_t index, lmca_err_t *err)
+read_segment(const seg_reading *s, uint32_t index, uint8_t *dst, lmca_err_t *err)
 {
-    const lmca_meta_t *m = &g->meta;
     char skey[LMCA__RECKEY_SIZE];
     lmca__seg_reader r = {0};
-    lmca__read rd = {.dst = (uint8_t *)g->buf + (uint64_t)index * m->seg_b,
-                     .cap = lmca_segment_len(m, index), .cb = lmca__segment_bin, .udata = &r};
+    lmca__read rd = {.dst = dst, .cap = lmca_segment_len(s->m, index), .cb = lmca__segment_bin,
+                     .udata = &r};
 
-    lmca__segment_key(skey, g->key, index);
-    lmca__wire_read(h->wire, skey, NULL, "b", &rd, err);
-    return lmca__segment_result(h, skey, m, index, &r, &rd);
+    lmca__segment_key(skey, s->key, index);
+    lmca__wire_read(s->h->wire, skey, NULL, "b", &rd, err);
+    return s->judge(s, skey, index, &r, &rd);
 }
 
-/* Segments [first, first + n) in one batch call. */
+/* Segments [first, first + n) in one batch call, segment `first` landing at dst. */
 static int
-read_segment_batch(lmca_t *h, const lmca_get_t *g, uint32_t first, uint32_t n, lmca_err_t *err)
+read_segment_batch(const seg_reading *s, uint32_t first, uint32_t n, uint8_t *dst,
+                   lmca_err_t *err)
 {
-    const lmca_meta_t *m = &g->meta;
     char **keys = lmca__key_slab(n, sizeof(lmca__read) + sizeof(lmca__seg_reader), "batch get",
                                  err);
     lmca__read *rds = keys ? lmca__slab_extra(keys, n) : NULL;
@@ -314,18 +327,94 @@ read_segment_batch(lmca_t *h, const lmca_get_t *g, uint32_t first, uint32_t n, l
     if (keys == NULL)
         return LMCA_ENOMEM;
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t s = first + i;
-        lmca__segment_key(keys[i], g->key, s);
+        uint32_t seg = first + i;
+        lmca__segment_key(keys[i], s->key, seg);
         readers[i] = (lmca__seg_reader){0};
-        rds[i] = (lmca__read){.dst = (uint8_t *)g->buf + (uint64_t)s * m->seg_b,
-                              .cap = lmca_segment_len(m, s), .cb = lmca__segment_bin,
+        rds[i] = (lmca__read){.dst = dst + (uint64_t)i * s->m->seg_b,
+                              .cap = lmca_segment_len(s->m, seg), .cb = lmca__segment_bin,
                               .udata = &readers[i]};
     }
-    rc = lmca__wire_read_many(h->wire, (const char *const *)keys, n, NULL, "b", rds, err);
+    rc = lmca__wire_read_many(s->h->wire, (const char *const *)keys, n, NULL, "b", rds, err);
     for (uint32_t i = 0; rc == LMCA_OK && i < n; i++)
-        rc = lmca__segment_result(h, keys[i], m, first + i, &readers[i], &rds[i]);
+        rc = s->judge(s, keys[i], first + i, &readers[i], &rds[i]);
     free(keys);
     return rc;
+}
+
+/* Segments [first, first + n), n at most one batch (lmca__batch_rows), into dst. */
+static int
+read_group(const seg_reading *s, uint32_t first, uint32_t n, uint8_t *dst, lmca_err_t *err)
+{
+    return n == 1 ? read_segment(s, first, dst, err) : read_segment_batch(s, first, n, dst, err);
+}
+
+/* A get's judge: the first segment that is not whole of this write ends it. */
+static int
+get_judge(const seg_reading *s, const char *skey, uint32_t index, const lmca__seg_reader *r,
+          const lmca__read *rd)
+{
+    return lmca__segment_result(s->h, skey, s->m, index, r, rd);
+}
+
+/* A guessed get's judge: the write id is not known yet, so each segment's is
+   recorded (0 when the segment is not whole) and every segment is read. A
+   segment of another writer's plan is no damage: nothing is counted. */
+static int
+guess_judge(const seg_reading *s, const char *skey, uint32_t index, const lmca__seg_reader *r,
+            const lmca__read *rd)
+{
+    uint64_t *seen = s->udata;
+    lmca_meta_t as_if = *s->m; /* judged as if of its own write */
+    char why[160];
+    bool crc_failed;
+
+    (void)skey;
+    if (rd->result < 0)
+        return rd->result;
+    as_if.wid = r->wid;
+    seen[index] = lmca__segment_judge(&as_if, index, r, rd, why, sizeof why, &crc_failed) ==
+                          LMCA_SEG_OK
+                      ? r->wid
+                      : 0;
+    return LMCA_OK;
+}
+
+int
+lmca_get_guess(lmca_t *h, lmca_get_t *g, lmca_err_t *err)
+{
+    lmca_plan_t plan;
+    int rc = check_get(g, err);
+
+    if (rc == LMCA_OK && g->seen_wids == NULL)
+        rc = lmca__fail(err, LMCA_EINVAL, 0, "get \"%s\": a guess needs seen_wids", g->key);
+    if (rc == LMCA_OK)
+        rc = lmca_plan(&h->limits, g->cap, &plan, err);
+    if (rc == LMCA_OK && plan.nseg < 2)
+        rc = lmca__fail(err, LMCA_EINVAL, 0, "get \"%s\": %zu bytes are one record, no guess",
+                        g->key, g->cap);
+    if (rc != LMCA_OK)
+        return rc;
+    g->meta = (lmca_meta_t){.ver = LMCA_SCHEMA_VERSION, .nseg = plan.nseg, .seg_b = plan.seg_b,
+                            .tot_b = g->cap};
+    g->held = NULL;
+    memset(g->seen_wids, 0, plan.nseg * sizeof *g->seen_wids);
+    return LMCA_OK;
+}
+
+int
+lmca_get_confirm(lmca_t *h, const lmca_get_t *guess, const lmca_get_t *real)
+{
+    const lmca_meta_t *want = &guess->meta, *m = &real->meta;
+    bool same = m->wid != 0 && m->nseg == want->nseg && m->seg_b == want->seg_b &&
+                m->tot_b == want->tot_b && guess->seen_wids != NULL;
+
+    for (uint32_t i = 0; same && i < want->nseg; i++)
+        same = guess->seen_wids[i] == m->wid;
+    if (same)
+        LMCA__COUNT(h, guesses_confirmed);
+    else
+        LMCA__COUNT(h, guesses_missed);
+    return same ? LMCA_OK : LMCA_MISS;
 }
 
 int
@@ -333,6 +422,8 @@ lmca_get_segments(lmca_t *h, const lmca_get_t *g, uint32_t first, uint32_t count
                   lmca_err_t *err)
 {
     const lmca_meta_t *m = &g->meta;
+    seg_reading s = {.h = h, .key = g->key, .m = m,
+                     .judge = g->seen_wids ? guess_judge : get_judge, .udata = g->seen_wids};
     uint32_t step = lmca__batch_rows(h, m->seg_b), end;
     int rc = LMCA_OK;
 
@@ -345,7 +436,7 @@ lmca_get_segments(lmca_t *h, const lmca_get_t *g, uint32_t first, uint32_t count
     end = first + count;
     for (uint32_t i = first; rc == LMCA_OK && i < end; i += step) {
         uint32_t n = end - i < step ? end - i : step;
-        rc = n == 1 ? read_segment(h, g, i, err) : read_segment_batch(h, g, i, n, err);
+        rc = read_group(&s, i, n, (uint8_t *)g->buf + (uint64_t)i * m->seg_b, err);
     }
     return rc;
 }
@@ -389,4 +480,100 @@ lmca_get(lmca_t *h, const char *key, void *buf, size_t cap, size_t *len, lmca_me
     if (meta)
         *meta = g.meta; /* no md: want_md was false */
     return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * Inspecting a chunk for an operator: every segment judged, none counted (the
+ * caller gets the verdicts), and the payload's CRC over them in order.
+ */
+
+static int
+inspect_judge(const seg_reading *s, const char *skey, uint32_t index, const lmca__seg_reader *r,
+              const lmca__read *rd)
+{
+    lmca_inspect_t *in = s->udata;
+    char why[160];
+    bool crc_failed;
+    int state = lmca__segment_judge(s->m, index, r, rd, why, sizeof why, &crc_failed);
+
+    (void)skey;
+    if (state < 0)
+        return state; /* a transport error ends the inspection */
+    in->segs[index] = (uint8_t)state;
+    return LMCA_OK;
+}
+
+/* Judges every segment of in->meta through one scratch buffer of a batch's
+   bytes, and carries the payload's CRC across batches while all are OK. */
+static int
+inspect_segments(lmca_t *h, const char *key, lmca_inspect_t *in, lmca_err_t *err)
+{
+    const lmca_meta_t *m = &in->meta;
+    seg_reading s = {.h = h, .key = key, .m = m, .judge = inspect_judge, .udata = in};
+    uint32_t step = lmca__batch_rows(h, m->seg_b), crc = lmca__crc32(NULL, 0);
+    uint8_t *scratch;
+    bool whole = true;
+    int rc = LMCA_OK;
+
+    step = step < m->nseg ? step : m->nseg;
+    in->segs = lmca__calloc(m->nseg, 1);
+    /* seg_b <= 8 MiB, and a batch of several holds at most 32 MiB (batch_rows). */
+    scratch = lmca__malloc((size_t)step * m->seg_b);
+    if (in->segs == NULL || scratch == NULL) {
+        free(scratch);
+        return lmca__fail(err, LMCA_ENOMEM, 0, "inspect \"%s\": out of memory for %u segments",
+                          key, m->nseg);
+    }
+    for (uint32_t i = 0; rc == LMCA_OK && i < m->nseg; i += step) {
+        uint32_t n = m->nseg - i < step ? m->nseg - i : step;
+        rc = read_group(&s, i, n, scratch, err);
+        for (uint32_t k = 0; k < n; k++)
+            whole &= in->segs[i + k] == LMCA_SEG_OK;
+        if (rc == LMCA_OK && whole && m->has_crc32)
+            crc = lmca__crc32_more(crc, scratch,
+                                   (uint64_t)(n - 1) * m->seg_b + lmca_segment_len(m, i + n - 1));
+    }
+    free(scratch);
+    if (!m->has_crc32)
+        in->crc = LMCA_CRC_ABSENT;
+    else if (!whole)
+        in->crc = LMCA_CRC_UNCHECKED;
+    else
+        in->crc = crc == m->crc32 ? LMCA_CRC_OK : LMCA_CRC_MISMATCH;
+    return rc;
+}
+
+int
+lmca_inspect(lmca_t *h, const char *key, lmca_inspect_t *out, lmca_err_t *err)
+{
+    lmca_get_t g = {.key = key, .want_md = true, .hold = true};
+    int rc;
+
+    if (out == NULL)
+        return lmca__fail(err, LMCA_EINVAL, 0, "inspect: NULL result");
+    memset(out, 0, sizeof *out);
+    /* The meta record as a get reads it: validated, a corrupt one counted. */
+    if ((rc = lmca_get_begin(h, &g, err)) != LMCA_OK)
+        return rc;
+    out->meta = g.meta; /* its md is out's now */
+    if (g.meta.nseg == 1) {
+        if (g.meta.has_crc32)
+            out->crc = lmca__crc32(g.held, g.meta.tot_b) == g.meta.crc32 ? LMCA_CRC_OK
+                                                                         : LMCA_CRC_MISMATCH;
+        free(g.held);
+        return LMCA_OK;
+    }
+    if ((rc = inspect_segments(h, key, out, err)) != LMCA_OK)
+        lmca_inspect_clear(out);
+    return rc;
+}
+
+void
+lmca_inspect_clear(lmca_inspect_t *in)
+{
+    if (in == NULL)
+        return;
+    lmca_meta_clear(&in->meta);
+    free(in->segs);
+    in->segs = NULL;
 }

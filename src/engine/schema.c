@@ -12,9 +12,15 @@
 #include "schema.h"
 
 uint32_t
+lmca__crc32_more(uint32_t crc, const void *p, size_t n)
+{
+    return (uint32_t)crc32_z(crc, p, n);
+}
+
+uint32_t
 lmca__crc32(const void *p, size_t n)
 {
-    return (uint32_t)crc32_z(crc32_z(0, NULL, 0), p, n);
+    return lmca__crc32_more((uint32_t)crc32_z(0, NULL, 0), p, n);
 }
 
 uint32_t
@@ -393,36 +399,58 @@ torn(lmca_t *h, const char *skey, const char *why)
 }
 
 int
-lmca__segment_result(lmca_t *h, const char *skey, const lmca_meta_t *meta, uint32_t index,
-                     const lmca__seg_reader *r, const lmca__read *rd)
+lmca__segment_judge(const lmca_meta_t *meta, uint32_t index, const lmca__seg_reader *r,
+                    const lmca__read *rd, char *why, size_t cap, bool *crc_failed)
 {
     uint64_t want = lmca_segment_len(meta, index);
-    char why[160];
 
+    *crc_failed = false;
     if (rd->result == LMCA_MISS)
-        return torn(h, skey, "is missing");
+        return LMCA_SEG_MISSING;
     if (rd->result != LMCA_OK)
         return rd->result;
     /* The write id first: a segment of another write is an overwrite in progress
        or a race, not damage, whatever its size. */
     if ((r->seen & (1u << S_WID)) && r->why[0] == '\0' && r->wid != meta->wid)
-        return torn(h, skey, "belongs to another write");
+        return LMCA_SEG_OTHER_WRITE;
     if (r->why[0] != '\0')
-        snprintf(why, sizeof why, "%s", r->why);
+        snprintf(why, cap, "%s", r->why);
     else if (!(r->seen & (1u << S_WID)))
-        snprintf(why, sizeof why, "bin wid is missing");
+        snprintf(why, cap, "bin wid is missing");
     else if (!rd->found || !rd->blob)
-        snprintf(why, sizeof why, "payload bin b is %s", rd->found ? "not a blob" : "missing");
+        snprintf(why, cap, "payload bin b is %s", rd->found ? "not a blob" : "missing");
     else if (rd->len != want)
-        snprintf(why, sizeof why, "holds %zu bytes, the meta record says %llu", rd->len,
+        snprintf(why, cap, "holds %zu bytes, the meta record says %llu", rd->len,
                  (unsigned long long)want);
-    else if ((r->seen & (1u << S_CRC32)) && lmca__crc32(rd->dst, rd->len) != r->crc32) {
-        LMCA__COUNT(h, crc_mismatch);
-        snprintf(why, sizeof why, "fails its CRC");
-    } else
+    else if ((r->seen & (1u << S_CRC32)) && lmca__crc32(rd->dst, rd->len) != r->crc32)
+        snprintf(why, cap, "fails its CRC"), *crc_failed = true;
+    else
+        return LMCA_SEG_OK;
+    return LMCA_SEG_CORRUPT;
+}
+
+int
+lmca__segment_result(lmca_t *h, const char *skey, const lmca_meta_t *meta, uint32_t index,
+                     const lmca__seg_reader *r, const lmca__read *rd)
+{
+    char why[160];
+    bool crc_failed;
+
+    switch (lmca__segment_judge(meta, index, r, rd, why, sizeof why, &crc_failed)) {
+    case LMCA_SEG_OK:
         return LMCA_OK;
-    corrupt(h, skey, why);
-    return LMCA_MISS;
+    case LMCA_SEG_MISSING:
+        return torn(h, skey, "is missing");
+    case LMCA_SEG_OTHER_WRITE:
+        return torn(h, skey, "belongs to another write");
+    case LMCA_SEG_CORRUPT:
+        if (crc_failed)
+            LMCA__COUNT(h, crc_mismatch);
+        corrupt(h, skey, why);
+        return LMCA_MISS;
+    default:
+        return rd->result;
+    }
 }
 
 unsigned

@@ -26,6 +26,9 @@
 #define LMCA__STATE_MAX 16
 
 uint32_t lmca__crc32(const void *p, size_t n);
+/* The CRC of a payload continued over `n` more bytes: lmca__crc32(NULL, 0) to
+   start, then this over its parts in order. */
+uint32_t lmca__crc32_more(uint32_t crc, const void *p, size_t n);
 
 /* Every small bin of the schema (all but the payload b), NULL-terminated: what
    stat and scans read, so they never move a payload. Segment records hold wid
@@ -102,6 +105,12 @@ typedef struct lmca__seg_reader {
 } lmca__seg_reader;
 
 void lmca__segment_bin(void *udata, const lmca__bin *b);
+
+/* Judges segment `index` of `meta` as read (`rd`, decoded by `r`), counting and
+   logging nothing: an lmca_seg_state, or rd's error (< 0). For CORRUPT, `why`
+   (`cap` bytes) says why and *crc_failed tells a failed CRC of its own. */
+int lmca__segment_judge(const lmca_meta_t *meta, uint32_t index, const lmca__seg_reader *r,
+                        const lmca__read *rd, char *why, size_t cap, bool *crc_failed);
 
 /* Judges segment `index` of `meta` as read (`rd`, decoded by `r`): LMCA_OK when
    it is there, whole, of this write and matches its CRC; else LMCA_MISS, counted

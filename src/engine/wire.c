@@ -1,8 +1,16 @@
 /*
  * wire.c - libaerospike behind the narrow interface of wire.h.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Releasing the cluster's node list (as_cluster_release_all_nodes, for info on
+   every node) inlines a fence GCC cannot instrument under -fsanitize=thread;
+   see fast.c, which meets the same in as_node_release. */
+#if defined(__SANITIZE_THREAD__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic ignored "-Wtsan"
+#endif
 
 #include <aerospike/aerospike.h>
 #include <aerospike/aerospike_batch.h>
@@ -10,6 +18,7 @@
 #include <aerospike/aerospike_key.h>
 #include <aerospike/aerospike_scan.h>
 #include <aerospike/as_boolean.h>
+#include <aerospike/as_cluster.h>
 #include <aerospike/as_record_iterator.h>
 #include <aerospike/version.h>
 
@@ -288,6 +297,58 @@ lmca__wire_info(lmca__wire *w, const char *req, char **answer, lmca_err_t *err)
                           (int)e.code);
     }
     return LMCA_OK;
+}
+
+/* A node's failed info request. The client turns an answer "ERROR:<code>:..."
+   into that code: 4 there means the node does not know the command, which the
+   caller chose, so it is an argument error rather than an unknown one. */
+static int
+info_node_fail(lmca_err_t *err, const as_error *e, const char *req, as_node *node)
+{
+    int status = e->code == AEROSPIKE_ERR_REQUEST_INVALID ? LMCA_EINVAL : status_of(e->code);
+    char where[96] = "";
+    if (status == LMCA_OK || status == LMCA_MISS)
+        status = LMCA_EUNKNOWN;
+    if (node != NULL)
+        snprintf(where, sizeof where, " on node %s (%s)", node->name,
+                 as_node_get_address_string(node));
+    return lmca__fail(err, status, e->code, "info \"%.100s\"%s: %s (aerospike %d)", req, where,
+                      e->message, (int)e->code);
+}
+
+int
+lmca__wire_info_each(lmca__wire *w, const char *req, lmca__info_cb cb, void *udata,
+                     lmca_err_t *err)
+{
+    as_error e;
+    as_nodes *nodes;
+    bool more = true;
+    int rc = LMCA_OK;
+
+    /* An empty cluster is an error (AEROSPIKE_ERR_CLUSTER), not zero answers. */
+    if (as_cluster_reserve_all_nodes(w->as.cluster, &e, &nodes) != AEROSPIKE_OK)
+        return info_node_fail(err, &e, req, NULL);
+    for (uint32_t i = 0; more && rc == LMCA_OK && i < nodes->size; i++) {
+        as_node *node = nodes->array[i];
+        char *answer = NULL, empty[1] = "";
+        if (aerospike_info_node(&w->as, &e, &w->info, node, req, &answer) != AEROSPIKE_OK)
+            rc = info_node_fail(err, &e, req, node);
+        else
+            more = cb(udata, node->name, as_node_get_address_string(node),
+                      answer ? answer : empty);
+        free(answer);
+    }
+    as_cluster_release_all_nodes(nodes);
+    return rc;
+}
+
+uint32_t
+lmca__wire_nodes(lmca__wire *w)
+{
+    as_nodes *nodes = as_nodes_reserve(w->as.cluster);
+    uint32_t n = nodes->size;
+    as_nodes_release(nodes);
+    return n;
 }
 
 /* ---------------------------------------------------------------------------

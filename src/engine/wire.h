@@ -62,6 +62,21 @@ void lmca__wire_paths(lmca__wire *w, uint64_t *fast_ops, uint64_t *client_ops);
 /* Info request to any node; `*answer` is malloc'd ("req\tvalue\n"), free() it. */
 int lmca__wire_info(lmca__wire *w, const char *req, char **answer, lmca_err_t *err);
 
+/* One node's answer, as it came ("req\tvalue\n", or "" when empty); the callee
+   may write into it. Everything is valid during the call only. Return false to
+   stop before the next node. */
+typedef bool (*lmca__info_cb)(void *udata, const char *node, const char *address,
+                              char *answer);
+
+/* Info request to every node of the client's view, one after the other.
+   @return LMCA_OK (also when cb stopped it) or the first node's error; an
+   error answer ERROR:4 is LMCA_EINVAL, others as every call maps them. */
+int lmca__wire_info_each(lmca__wire *w, const char *req, lmca__info_cb cb, void *udata,
+                         lmca_err_t *err);
+
+/* Nodes in the client's current view. */
+uint32_t lmca__wire_nodes(lmca__wire *w);
+
 /* Replaces the record `key` with `bins`; `ttl` as in as_record.ttl. */
 int lmca__wire_write(lmca__wire *w, const char *key, const lmca__bin *bins, unsigned n,
                      uint32_t ttl, lmca_err_t *err);

@@ -55,16 +55,42 @@ ext_get(Connector *self, PyObject *args)
     return PyLong_FromSize_t(got);
 }
 
-static PyObject *
-meta_dict(const lmca_meta_t *m)
+int
+ext_dict_take(PyObject *dict, const char *name, PyObject *value)
+{
+    int rc = value ? PyDict_SetItemString(dict, name, value) : -1;
+    Py_XDECREF(value);
+    return rc;
+}
+
+PyObject *
+ext_meta_dict(const lmca_meta_t *m)
 {
     return Py_BuildValue(
-        "{s:I,s:I,s:K,s:K,s:K,s:y#,s:s,s:s,s:O,s:I,s:L,s:N}", "ver", m->ver, "nseg", m->nseg,
-        "seg_b", (unsigned long long)m->seg_b, "tot_b", (unsigned long long)m->tot_b, "wid",
-        (unsigned long long)m->wid, "md", m->md ? (const char *)m->md : "",
-        (Py_ssize_t)(m->md ? m->md_len : 0), "serde", m->serde, "ttl_class", m->ttl_class, "pin",
-        m->pin ? Py_True : Py_False, "ttl", m->ttl, "created_at", (long long)m->created_at,
-        "crc32", m->has_crc32 ? PyLong_FromUnsignedLong(m->crc32) : Py_NewRef(Py_None));
+        "{s:I,s:I,s:K,s:K,s:K,s:s,s:s,s:O,s:L,s:N}", "ver", m->ver, "nseg", m->nseg, "seg_b",
+        (unsigned long long)m->seg_b, "tot_b", (unsigned long long)m->tot_b, "wid",
+        (unsigned long long)m->wid, "serde", m->serde, "ttl_class", m->ttl_class, "pin",
+        m->pin ? Py_True : Py_False, "created_at", (long long)m->created_at, "crc32",
+        m->has_crc32 ? PyLong_FromUnsignedLong(m->crc32) : Py_NewRef(Py_None));
+}
+
+PyObject *
+ext_md_bytes(const lmca_meta_t *m)
+{
+    return PyBytes_FromStringAndSize(m->md ? (const char *)m->md : "",
+                                     (Py_ssize_t)(m->md ? m->md_len : 0));
+}
+
+/* stat()'s dict: the fields, md, and the TTL as the server counts it
+   (0xFFFFFFFF = never expires). */
+static PyObject *
+stat_dict(const lmca_meta_t *m)
+{
+    PyObject *d = ext_meta_dict(m);
+    if (d != NULL && (ext_dict_take(d, "md", ext_md_bytes(m)) < 0 ||
+                      ext_dict_take(d, "ttl", PyLong_FromUnsignedLong(m->ttl)) < 0))
+        Py_CLEAR(d);
+    return d;
 }
 
 PyObject *
@@ -82,7 +108,7 @@ ext_stat(Connector *self, PyObject *arg)
     EXT_BLOCKING(self, ok, rc = lmca_stat(self->h, key, &m, &err));
     if (!ok)
         return NULL;
-    PyObject *out = rc == LMCA_OK     ? meta_dict(&m)
+    PyObject *out = rc == LMCA_OK     ? stat_dict(&m)
                     : rc == LMCA_MISS ? Py_NewRef(Py_None)
                                       : ext_raise_err(st, &err);
     lmca_meta_clear(&m);
@@ -235,12 +261,14 @@ ext_stats(Connector *self, PyObject *Py_UNUSED(ignored))
     lmca_stats(self->h, &e);
 #define U(x) (unsigned long long)(x)
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "submitted", U(p.submitted),
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "submitted",
+        U(p.submitted),
         "completed", U(p.completed), "canceled", U(p.canceled), "queued", U(p.queued),
         "bytes_read", U(p.bytes_read), "bytes_written", U(p.bytes_written), "corrupt",
         U(e.corrupt), "torn", U(e.torn), "crc_mismatch", U(e.crc_mismatch), "puts_aborted",
         U(e.puts_aborted), "segments_removed", U(e.segments_removed), "segments_left",
-        U(e.segments_left), "fast_ops", U(e.fast_ops), "client_ops", U(e.client_ops));
+        U(e.segments_left), "fast_ops", U(e.fast_ops), "client_ops", U(e.client_ops),
+        "guesses_confirmed", U(e.guesses_confirmed), "guesses_missed", U(e.guesses_missed));
 #undef U
 }
 

@@ -741,6 +741,24 @@ static PyMethodDef connector_methods[] = {
     {"list_keys", (PyCFunction)(void (*)(void))ext_list_keys, METH_VARARGS | METH_KEYWORDS,
      "list_keys(*, limit=None) -> (list[str], int): the chunk keys of the set, scanned, "
      "and how many chunks were stored without their key (send_key off). Slow."},
+    {"info", (PyCFunction)ext_info, METH_O,
+     "info(command) -> list[(node, address, response)]: one info command to every node "
+     "the client sees; response is the value after \"command\\t\"."},
+    {"cluster_size", (PyCFunction)ext_cluster_size, METH_NOARGS,
+     "cluster_size() -> int: nodes in the client's current view; no I/O."},
+    {"scan", (PyCFunction)(void (*)(void))ext_scan, METH_VARARGS | METH_KEYWORDS,
+     "scan(*, records=False, limit=None) -> list[dict]: the valid meta records (chunks, "
+     "\"key\" without \"|m\"), or with records=True every schema record with its \"kind\" "
+     "and stored key; ttl -1 = never expires. Slow."},
+    {"sweep", (PyCFunction)ext_sweep, METH_NOARGS,
+     "sweep() -> list[dict]: records no reader can use (orphan_segment, broken_meta, "
+     "corrupt); removes nothing. Slow."},
+    {"remove_record", (PyCFunction)ext_remove_record, METH_O,
+     "remove_record(digest) -> bool: remove one record by its 20-byte digest; False if it "
+     "was already gone."},
+    {"inspect", (PyCFunction)ext_inspect, METH_O,
+     "inspect(key) -> dict | None: the meta record (as stat, ttl -1 = never), each "
+     "segment's state and the payload's CRC verdict; None on a miss."},
     {"stats", (PyCFunction)ext_stats, METH_NOARGS,
      "stats() -> dict: counters since open (pool work, corrupt records, aborted puts, "
      "records on the fast path and on the client's calls)."},

@@ -1,6 +1,7 @@
 /*
  * connector.h - the Connector type's insides, shared by connector.c (the type,
- * the asynchronous surface, close) and blocking.c (blocking calls).
+ * the asynchronous surface, close), blocking.c (blocking calls) and operator.c
+ * (the operator's calls).
  */
 #ifndef LMCA_EXT_CONNECTOR_H
 #define LMCA_EXT_CONNECTOR_H
@@ -65,6 +66,18 @@ const char *ext_key_text(ext_state *st, PyObject *obj, Py_ssize_t i);
    reference to PySequence_Fast of it, or NULL with an error set. */
 PyObject *ext_key_list(ext_state *st, PyObject *keys);
 
+/* Sets dict[name] to `value`, a new reference it consumes (NULL: an error is
+   set). 0, or -1 with an error set. */
+int ext_dict_take(PyObject *dict, const char *name, PyObject *value);
+
+/* A meta record's fields as stat() reports them, without md and ttl: ver,
+   nseg, seg_b, tot_b, wid, serde, ttl_class, pin, created_at, crc32 (None when
+   not stored). New reference, or NULL with an error set. */
+PyObject *ext_meta_dict(const lmca_meta_t *m);
+
+/* The md blob as bytes (b"" when none). New reference. */
+PyObject *ext_md_bytes(const lmca_meta_t *m);
+
 /* blocking.c: the methods, listed in connector.c's table. */
 PyObject *ext_put(Connector *self, PyObject *args, PyObject *kwargs);
 PyObject *ext_get(Connector *self, PyObject *args);
@@ -78,5 +91,14 @@ PyObject *ext_limits(Connector *self, PyObject *ignored);
 PyObject *ext_plan(Connector *self, PyObject *nbytes);
 PyObject *ext_stats(Connector *self, PyObject *ignored);
 PyObject *ext_list_keys(Connector *self, PyObject *args, PyObject *kwargs);
+
+/* operator.c: the operator's calls (the CLI's probe, stats, ls, inspect,
+   repair), listed in connector.c's table. */
+PyObject *ext_info(Connector *self, PyObject *command);
+PyObject *ext_cluster_size(Connector *self, PyObject *ignored);
+PyObject *ext_scan(Connector *self, PyObject *args, PyObject *kwargs);
+PyObject *ext_sweep(Connector *self, PyObject *ignored);
+PyObject *ext_remove_record(Connector *self, PyObject *digest);
+PyObject *ext_inspect(Connector *self, PyObject *key);
 
 #endif /* LMCA_EXT_CONNECTOR_H */

@@ -60,11 +60,17 @@ ext_log_sink_cb(void *udata, int level, const char *msg)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Logging is best effort: a handler's error never fails the call. A Ctrl-C
+   that lands in a handler is not an error of it, though: *interrupted asks the
+   caller to raise it again once the call's own state is back. */
 static void
-emit(PyObject *logger, int level, const char *text)
+emit(PyObject *logger, int level, const char *text, bool *interrupted)
 {
     PyObject *r = PyObject_CallMethod(logger, "log", "is", level, text);
+    if (r == NULL && PyErr_ExceptionMatches(PyExc_KeyboardInterrupt))
+        *interrupted = true;
     Py_XDECREF(r);
+    PyErr_Clear();
 }
 
 void
@@ -89,18 +95,21 @@ ext_log_sink_flush(ext_log_sink *s)
         return;
 
     ext_saved_error saved = ext_error_save(); /* a call may be raising: keep it */
+    bool interrupted = false;
     PyObject *logging = PyImport_ImportModule("logging"), *logger = NULL;
     if (logging)
         logger = PyObject_CallMethod(logging, "getLogger", "s", "lmcache_aerospike");
+    PyErr_Clear();
     for (int i = 0; logger && i < n; i++)
-        emit(logger, lines[i].level, lines[i].text);
+        emit(logger, lines[i].level, lines[i].text, &interrupted);
     if (logger && dropped) {
         char text[96];
         snprintf(text, sizeof text, "%lu more engine log lines were dropped", dropped);
-        emit(logger, LMCA_LOG_WARNING, text);
+        emit(logger, LMCA_LOG_WARNING, text, &interrupted);
     }
     Py_XDECREF(logger);
     Py_XDECREF(logging);
-    PyErr_Clear(); /* logging is best effort; never fail a call for it */
     ext_error_restore(saved);
+    if (interrupted) /* delivered at the interpreter's next signal check */
+        PyErr_SetInterrupt();
 }

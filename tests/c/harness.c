@@ -201,6 +201,14 @@ th_config(lmca_config_t *cfg, const char *ns)
     cfg->fast_path = th_fast_path();
 }
 
+void
+th_config_segments(lmca_config_t *cfg)
+{
+    th_config(cfg, "small");
+    cfg->min_segment_bytes = 16 * 1024;
+    cfg->target_segment_bytes = 64 * 1024;
+}
+
 bool
 th_fast_path(void)
 {

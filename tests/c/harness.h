@@ -87,6 +87,10 @@ const char *th_info(const char *cmd);
 /* A config for namespace `ns` on the hosts under test, with a log collector. */
 void th_config(lmca_config_t *cfg, const char *ns);
 
+/* th_config on namespace "small" with segments of 64 KiB (16 KiB at the least):
+   a chunk of 2 * target + 1000 bytes then has three segments. */
+void th_config_segments(lmca_config_t *cfg);
+
 /* The data path th_config picks: the fast path, or with LMCA_TEST_PATH=client
    the client's own calls. */
 bool th_fast_path(void);

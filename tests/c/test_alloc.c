@@ -187,9 +187,41 @@ TEST(blocking_calls_report_enomem)
     lmca_close(h);
 }
 
+/* Every allocation of an inspection (the md copy, the segment states, the
+   scratch payload buffer) can fail: ENOMEM, and nothing is left to free. */
+TEST(inspect_fails_cleanly_at_every_allocation)
+{
+    lmca_t *h = th_open("small");
+    size_t len = 3 * 1024 * 1024;
+    uint8_t *buf = malloc(len);
+    const char *key = th_key("nomem-inspect");
+    lmca_inspect_t in;
+    lmca_err_t err = {0};
+    long n;
+
+    th_fill(buf, len, 10);
+    ASSERT_RC(lmca_put(h, key, buf, len, &(lmca_put_opts_t){.md = "m", .md_len = 1}, &err),
+              LMCA_OK, &err);
+    for (n = 1;; n++) {
+        fail_nth(n);
+        int rc = lmca_inspect(h, key, &in, &err);
+        fail_nth(0);
+        if (rc == LMCA_OK)
+            break;
+        ASSERT_RC(rc, LMCA_ENOMEM, &err);
+        ASSERT(in.segs == NULL && in.meta.md == NULL);
+    }
+    ASSERT(n >= 4); /* md, states and scratch failed in turn before it passed */
+    ASSERT(in.meta.nseg > 1 && in.segs != NULL && in.meta.md != NULL);
+    lmca_inspect_clear(&in);
+    free(buf);
+    lmca_close(h);
+}
+
 TEST_LIST = {
     T(open_fails_cleanly_at_every_allocation),
     T(batches_complete_with_enomem_at_every_allocation),
     T(blocking_calls_report_enomem),
+    T(inspect_fails_cleanly_at_every_allocation),
 };
 TEST_MAIN()

@@ -1,7 +1,7 @@
 /*
  * test_handle.c - opening handles against a server: limit discovery per
- * namespace, the typed errors of a bad cluster, namespace or TTL setup, ping
- * and scan.
+ * namespace, the typed errors of a bad cluster, namespace or TTL setup, ping,
+ * info and scan.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,6 +213,73 @@ TEST(ping_answers)
     lmca_close(h);
 }
 
+/* What lmca_info passed to its callback. */
+typedef struct {
+    int rows;
+    char first_node[64], first_address[80], first_response[256];
+    bool clean; /* every response without "command\t" and trailing newline */
+} info_rows;
+
+static bool
+on_info(void *udata, const char *node, const char *address, const char *response)
+{
+    info_rows *r = udata;
+    size_t n = strlen(response);
+    if (r->rows++ == 0) {
+        snprintf(r->first_node, sizeof r->first_node, "%s", node);
+        snprintf(r->first_address, sizeof r->first_address, "%s", address);
+        snprintf(r->first_response, sizeof r->first_response, "%s", response);
+    }
+    r->clean &= strchr(response, '\t') == NULL && (n == 0 || response[n - 1] != '\n');
+    return true;
+}
+
+TEST(info_answers_once_per_node_with_the_value_alone)
+{
+    lmca_t *h = th_open("lmcache");
+    info_rows r = {.clean = true};
+    lmca_err_t err = {0};
+
+    ASSERT_RC(lmca_info(h, "build", on_info, &r, &err), LMCA_OK, &err);
+    ASSERT(lmca_cluster_size(h) >= 1);
+    ASSERT_EQ(r.rows, lmca_cluster_size(h));
+    ASSERT(r.clean);
+    ASSERT(r.first_node[0] != '\0');
+    ASSERT(strchr(r.first_address, ':') != NULL);
+    ASSERT(r.first_response[0] >= '1' && r.first_response[0] <= '9'); /* "8.1.2.0" */
+    if (th_is_fixture())
+        ASSERT(strcmp(r.first_response, "8.1.2.0") == 0);
+    /* The node name is the one the node gives itself. */
+    r = (info_rows){.clean = true};
+    ASSERT_RC(lmca_info(h, "node", on_info, &r, &err), LMCA_OK, &err);
+    ASSERT(strcmp(r.first_response, r.first_node) == 0);
+    lmca_close(h);
+}
+
+TEST(info_refuses_bad_commands_naming_them)
+{
+    lmca_t *h = th_open("lmcache");
+    info_rows r = {.clean = true};
+    lmca_err_t err = {0};
+
+    ASSERT_RC(lmca_info(h, NULL, on_info, &r, &err), LMCA_EINVAL, &err);
+    ASSERT_CONTAINS(err.msg, "NULL command");
+    ASSERT_RC(lmca_info(h, "", on_info, &r, &err), LMCA_EINVAL, &err);
+    ASSERT_CONTAINS(err.msg, "empty command");
+    ASSERT_RC(lmca_info(h, "build\nnode", on_info, &r, &err), LMCA_EINVAL, &err);
+    ASSERT_CONTAINS(err.msg, "\"build\\nnode\" holds a newline at byte 5");
+    ASSERT_RC(lmca_info(h, "get-config:a\tb", on_info, &r, &err), LMCA_EINVAL, &err);
+    ASSERT_CONTAINS(err.msg, "\"get-config:a\\tb\" holds a tab at byte 12");
+    ASSERT_RC(lmca_info(h, "build", NULL, NULL, &err), LMCA_EINVAL, &err);
+    ASSERT_CONTAINS(err.msg, "\"build\": NULL callback");
+    ASSERT_EQ(r.rows, 0); /* nothing was sent */
+    /* A command no node knows: the server's refusal, with the node named. */
+    ASSERT_RC(lmca_info(h, "no-such-command", on_info, &r, &err), LMCA_EINVAL, &err);
+    ASSERT_CONTAINS(err.msg, "\"no-such-command\" on node ");
+    ASSERT_EQ(err.as_code, 4);
+    lmca_close(h);
+}
+
 typedef struct {
     const char *key; /* the chunk's key */
     int metas, segments, matched;
@@ -341,6 +408,8 @@ TEST_LIST = {
     T(bad_config_fails_before_connecting),
     T(record_too_big_is_mapped_with_guidance),
     T(ping_answers),
+    T(info_answers_once_per_node_with_the_value_alone),
+    T(info_refuses_bad_commands_naming_them),
     T(scan_reads_meta_records_or_every_record),
     T(bad_host_lists_are_named_and_leak_nothing),
     T(settings_the_client_refuses_are_config_errors),

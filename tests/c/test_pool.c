@@ -556,6 +556,71 @@ TEST(server_errors_fail_the_batch_but_keep_per_key_results)
     lmca_close(h);
 }
 
+/* Puts `len` bytes under `key` through a handle of its own, with one setting
+   changed: another writer's plan. */
+static void
+put_planned(const char *key, const void *buf, size_t len, const char *setting, const char *value)
+{
+    lmca_config_t cfg;
+    lmca_err_t err = {0};
+    lmca_t *w = NULL;
+
+    th_config(&cfg, "lmcache");
+    ASSERT_RC(lmca_config_set(&cfg, setting, value, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_open(&cfg, &w, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_put(w, key, buf, len, NULL, &err), LMCA_OK, &err);
+    lmca_close(w);
+}
+
+/* A get knows its chunk's size, so it reads the meta record and the segments of
+   its own plan at once; the meta record confirms them, or they are read again
+   (another writer's plan, one record, a size that is not the chunk's). */
+TEST(gets_of_segments_read_the_meta_record_beside_them)
+{
+    lmca_t *h = th_open("lmcache");
+    lmca_pool_t *p = NULL;
+    lmca_err_t err = {0};
+    size_t len = 2 * lmca_limits(h)->target_segment_bytes + 1000;
+    char value[32];
+    const char *keys[4] = {th_key("guess"), th_key("guess"), th_key("guess"), th_key("absent")};
+    uint8_t *in = malloc(len), *out[4];
+    void *bufs[4];
+    size_t lens[4] = {len, len, len, len};
+    lmca_stats_t st;
+
+    th_fill(in, len, 77);
+    ASSERT_RC(lmca_put(h, keys[0], in, len, NULL, &err), LMCA_OK, &err);
+    snprintf(value, sizeof value, "%llu", 2ull * lmca_limits(h)->target_segment_bytes);
+    put_planned(keys[1], in, len, "target_segment_bytes", value); /* fewer segments */
+    snprintf(value, sizeof value, "%llu", (unsigned long long)lmca_limits(h)->max_segment_bytes);
+    put_planned(keys[2], in, len, "single_record_threshold_bytes", value); /* one record */
+    ASSERT_RC(lmca_pool_open(h, 4, &p, &err), LMCA_OK, &err);
+    for (int i = 0; i < 4; i++)
+        bufs[i] = out[i] = calloc(1, len);
+    lmca_completion_t *c = wait_for(p, submit(p, LMCA_OP_GET, 4, keys, bufs, lens), NULL, NULL);
+    ASSERT_DONE_OK(c);
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(c->results[i], 1);
+        ASSERT(memcmp(in, out[i], len) == 0);
+    }
+    ASSERT_EQ(c->results[3], 0);
+    lmca_completion_free(c);
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.guesses_confirmed, 1);
+    ASSERT_EQ(st.guesses_missed, 2);
+
+    lens[0] = len + 1; /* not the chunk's size: a miss, as for any get */
+    c = wait_for(p, submit(p, LMCA_OP_GET, 1, keys, bufs, lens), NULL, NULL);
+    ASSERT_DONE_OK(c);
+    ASSERT_EQ(c->results[0], 0);
+    lmca_completion_free(c);
+    lmca_pool_destroy(p);
+    for (int i = 0; i < 4; i++)
+        free(out[i]);
+    free(in);
+    lmca_close(h);
+}
+
 TEST_LIST = {
     T(batches_round_trip_with_per_key_results),
     T(get_into_a_buffer_of_another_size_is_a_miss),
@@ -571,5 +636,6 @@ TEST_LIST = {
     T(huge_batches_are_refused_before_reading_keys),
     T(set_carries_pin_md_and_tags),
     T(empty_payloads_are_chunks_on_every_surface),
+    T(gets_of_segments_read_the_meta_record_beside_them),
 };
 TEST_MAIN()

@@ -23,9 +23,7 @@ open_small_segments(void)
     lmca_config_t cfg;
     lmca_t *h = NULL;
     lmca_err_t err = {0};
-    th_config(&cfg, "small");
-    cfg.min_segment_bytes = 16 * KIB;
-    cfg.target_segment_bytes = 64 * KIB;
+    th_config_segments(&cfg);
     cfg.batch_threshold_bytes = 16 * KIB; /* segments one by one, as large ones go */
     ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
     return h;

@@ -326,6 +326,30 @@ def test_engine_warnings_after_open_reach_the_logger(connector, planter, caplog)
         assert k not in caplog.text
 
 
+def test_ctrl_c_in_a_log_handler_is_not_lost(aerospike_hosts):
+    """Engine lines reach `logging` from inside extension calls, and the sink
+    cleared any error a handler raised: a Ctrl-C landing in a slow handler while
+    a connector opened was swallowed. It is now raised again after the call."""
+    class Interrupting(logging.Handler):
+        def emit(self, record):
+            raise KeyboardInterrupt
+
+    logger = logging.getLogger("lmcache_aerospike")
+    handler, level, c = Interrupting(), logger.level, None
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)  # open logs the namespace's limits at INFO
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            c = _native.Connector(hosts=aerospike_hosts, set="lmca_pytest")
+            for _ in range(100):  # delivered at the next signal check, at the latest here
+                time.sleep(0.01)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        if c is not None:
+            c.close()
+
+
 def test_close_waits_for_blocking_calls_on_a_condition(connector, aerospike_hosts, fixture_only):
     """close() used to poll for blocking calls in flight with sleeps; it now
     waits on a condition. A call in flight finishes with its own result."""

@@ -10,7 +10,7 @@ Request body: commands, each ended by '\\n'. Response body: for each command
 import base64
 
 from .faults import FaultSpecError
-from .store import CONFIG_KEYS, now_void_time
+from .store import CONFIG_KEYS, STOP_WRITES_USED_PCT, now_void_time
 
 BUILD = "8.1.2.0"
 EDITION = "Aerospike Community Edition"
@@ -151,6 +151,36 @@ class InfoHandler:
     def cmd_namespaces(self, _):
         return ";".join(self.fx.store.names())
 
+    def cmd_statistics(self, _):
+        """Node statistics: the cluster and the totals an operator reads first,
+        under the real server's names (a subset of them)."""
+        with self.fx.store.lock:
+            objects = 0
+            for ns in self.fx.store.namespaces.values():
+                ns.purge_expired()
+                objects += len(ns.records)
+        return kv([
+            ("cluster_size", 1),
+            ("cluster_key", CLUSTER_KEY),
+            ("cluster_generation", 1),
+            ("cluster_principal", self.fx.node_name),
+            ("cluster_integrity", "true"),
+            ("cluster_is_member", "true"),
+            ("cluster_duplicate_nodes", "null"),
+            ("cluster_clock_skew_stop_writes_sec", 0),
+            ("cluster_clock_skew_ms", 0),
+            ("cluster_clock_skew_outliers", "null"),
+            ("uptime", int(self.fx.uptime())),
+            ("objects", objects),
+            ("tombstones", 0),
+            ("info_queue", 0),
+            ("rw_in_progress", 0),
+            ("client_connections", self.fx.open_connections()),
+            ("client_connections_opened", self.fx.stats.snapshot()["connections"]),
+            ("migrate_allowed", "true"),
+            ("migrate_partitions_remaining", 0),
+        ])
+
     # -- namespace statistics and config -----------------------------------
 
     def _ns_stats(self, ns):
@@ -181,10 +211,12 @@ class InfoHandler:
         if cfg.write_block_size:
             pairs.append(("device_used_bytes", used))
         else:
+            used_pct = 100 * used // cfg.data_size if cfg.data_size else 0
             pairs += [
-                ("data_used_bytes", used),
                 ("data_total_bytes", cfg.data_size),
-                ("data_avail_pct", 100 - (100 * used // cfg.data_size if cfg.data_size else 0)),
+                ("data_used_bytes", used),
+                ("data_used_pct", used_pct),
+                ("data_avail_pct", 100 - used_pct),
             ]
         return kv(pairs)
 
@@ -202,6 +234,7 @@ class InfoHandler:
             ("nsup-period", cfg.nsup_period),
             ("nsup-threads", 1),
             ("replication-factor", 1),
+            ("stop-writes-sys-memory-pct", 90),
             ("strong-consistency", "false"),
             ("transaction-pending-limit", 20),
             ("storage-engine", "device" if cfg.write_block_size else "memory"),
@@ -212,10 +245,13 @@ class InfoHandler:
                 ("storage-engine.write-block-size", cfg.write_block_size),
             ]
         else:
+            # 7.1+ has no write-block-size: the key is absent, not 0.
             pairs += [
                 ("storage-engine.data-size", cfg.data_size),
                 ("storage-engine.defrag-lwm-pct", 50),
-                ("storage-engine.stop-writes-used-pct", 70),
+                ("storage-engine.evict-used-pct", 0),
+                ("storage-engine.stop-writes-avail-pct", 5),
+                ("storage-engine.stop-writes-used-pct", STOP_WRITES_USED_PCT),
             ]
         return kv(pairs)
 

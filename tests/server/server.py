@@ -39,6 +39,20 @@ class Fixture:
         self.port = 0
         self.node_name = "BB9000000000001"
         self.info = InfoHandler(self)
+        self.started = time.monotonic()
+        self._open = 0  # connections being served now
+        self._open_lock = threading.Lock()
+
+    def uptime(self):
+        return time.monotonic() - self.started
+
+    def open_connections(self):
+        with self._open_lock:
+            return self._open
+
+    def count_open(self, delta):
+        with self._open_lock:
+            self._open += delta
 
     def log(self, text):
         if self.options.verbose:
@@ -89,6 +103,7 @@ class Server:
         self.sock.close()
 
     def _serve_conn(self, conn):
+        self.fx.count_open(1)
         try:
             while True:
                 try:
@@ -105,6 +120,7 @@ class Server:
         except Exception:  # a fixture bug: report it, drop only this connection
             traceback.print_exc()
         finally:
+            self.fx.count_open(-1)
             proto.close_hard(conn)
 
     def _dispatch(self, ptype, body):

@@ -142,6 +142,50 @@ def test_namespace_info(conn):
     assert info(conn, "namespace/none")["namespace/none"] == "type=unknown"
 
 
+def kv_dict(text):
+    return dict(item.split("=", 1) for item in text.split(";"))
+
+
+# What the CLI's probe and stats read, under CE 8.1.2.0's names.
+NAMESPACE_KEYS = (
+    "objects", "data_used_bytes", "data_total_bytes", "data_used_pct", "data_avail_pct",
+    "stop_writes", "clock_skew_stop_writes", "default-ttl", "nsup-period",
+    "allow-ttl-without-nsup", "max-record-size", "storage-engine.data-size",
+    "storage-engine.stop-writes-used-pct", "storage-engine.stop-writes-avail-pct",
+    "stop-writes-sys-memory-pct",
+)
+
+
+def test_statistics_count_the_store(conn):
+    before = kv_dict(info(conn, "statistics")["statistics"])
+    assert (before["cluster_size"], before["objects"]) == ("1", "0")
+    assert int(before["client_connections"]) >= 1  # this one
+    put(conn, "lmcache", b"\x07" * 20, b"v")
+    put(conn, "small", b"\x08" * 20, b"w")
+    after = kv_dict(info(conn, "statistics")["statistics"])
+    assert after["objects"] == "2"  # every namespace's records
+
+
+def test_namespace_usage_follows_the_store(conn):
+    empty = kv_dict(info(conn, "namespace/lmcache")["namespace/lmcache"])
+    assert set(NAMESPACE_KEYS) <= set(empty)
+    assert (empty["objects"], empty["data_used_bytes"], empty["data_used_pct"]) == ("0", "0", "0")
+    assert empty["data_total_bytes"] == empty["storage-engine.data-size"] == str(2 << 30)
+    assert (empty["stop_writes"], empty["default-ttl"], empty["nsup-period"]) == ("false", "0", "1")
+    assert not any(k.endswith("write-block-size") for k in empty)  # 8.x has none
+    # A namespace small enough for a few records to move the percentages.
+    cmd = "set-config:context=namespace;id=small;data-size=1048576"
+    assert info(conn, cmd)[cmd] == "ok"
+    for i in range(3):
+        put(conn, "small", bytes([9, i]) * 10, b"x" * 100_000)
+    full = kv_dict(info(conn, "namespace/small")["namespace/small"])
+    used = int(full["data_used_bytes"])
+    assert full["objects"] == "3" and 300_000 < used < 310_000
+    assert full["data_total_bytes"] == str(MiB)
+    assert full["data_used_pct"] == str(100 * used // MiB) == "28"
+    assert full["data_avail_pct"] == "72"
+
+
 def test_put_get_round_trip(conn):
     digest = bytes(range(20))
     value = os.urandom(4096)
