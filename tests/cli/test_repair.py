@@ -114,6 +114,10 @@ def test_text_summary_counts_and_says_what_would_go(cli, damage):
     assert ran.code == 0
     lines = ran.text.splitlines()
     assert "orphan_segment segment 9 records (3 pinned, 3 of overwritten chunks)" in lines
+    # The sweeps report 10 records; the broken chunk's 2 segments go with its meta.
+    assert lines[0].startswith("first sweep: 10 records;")
+    assert lines[1] == ("plus 2 segment records of broken chunks, which go with their meta "
+                        "record")
     assert lines[-1] == "would delete 12 records: run again with --apply"
     applied = cli("repair", "--interval", "0", "--apply").text.splitlines()
     assert applied[-1] == "deleted 12 records (0 were already gone)"

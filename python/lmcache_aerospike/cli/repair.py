@@ -93,7 +93,7 @@ def sweep_twice(conn: _native.Connector, interval: float,
     seen = {_identity(r) for r in first}
     both = [_record(r) for r in second if _identity(r) in seen]
     return {"interval_seconds": interval, "first_sweep": len(first),
-            "second_sweep": len(second),
+            "second_sweep": len(second), "both_sweeps": len(both),
             "one_sweep_only": len(first) + len(second) - 2 * len(both),
             "records": (both + _look_closer(conn, both)) if both else []}
 
@@ -156,6 +156,10 @@ def _print(r: dict[str, Any]) -> None:
     print(f"first sweep: {r['first_sweep']} records; second sweep, {r['interval_seconds']:g} "
           f"s later: {r['second_sweep']}; left alone, seen in one sweep only (a put in "
           f"flight, or fixed meanwhile): {r['one_sweep_only']}")
+    extra = len(r["records"]) - r["both_sweeps"]
+    if extra > 0:  # the sweep reports a broken chunk by its meta record alone
+        print(f"plus {extra} segment records of broken chunks, which go with their meta "
+              f"record")
     for rec in r["records"]:
         gone = "" if not r["applied"] else "  deleted" if rec["deleted"] else "  already gone"
         over = "  (overwritten)" if rec["overwritten"] else ""
