@@ -116,11 +116,23 @@ if "$py" -c 'import pytest' 2>/dev/null; then
     rm -f "$asan_ext"/pkg/lmcache_aerospike/_native*.so
     cp "$asan_ext"/lib/lmcache_aerospike/_native*.so "$asan_ext/pkg/lmcache_aerospike/"
     targets=(tests/ext)
+    # pytest captures a test's stderr, and a halting report goes down with it:
+    # the sanitizers write to files here instead, shown (and failed) below.
+    san_log="$tmp/sanitizer"
     pytest_tally "extension under ASan+UBSan" env \
         LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)" \
-        ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions="$top/tests/ext/lsan.supp" \
+        ASAN_OPTIONS=detect_leaks=1:log_path="$san_log" \
+        UBSAN_OPTIONS="$UBSAN_OPTIONS:log_path=$san_log" \
+        LSAN_OPTIONS=suppressions="$top/tests/ext/lsan.supp" \
         PYTHONMALLOC=malloc PYTHONPATH="$asan_ext/pkg:$top" \
         LMCA_EXPECT_NATIVE="$top/$asan_ext/pkg" "$py"
+    for report in "$san_log".*; do
+        [ -e "$report" ] || continue
+        echo "== sanitizer output $report"
+        cat "$report"
+        # (LeakSanitizer also writes which suppressions it used: not an error.)
+        if grep -qE "ERROR: |runtime error" "$report"; then failed=$((failed + 1)); fi
+    done
 else
     echo "pytest is not installed: run scripts/bootstrap.sh" >&2
     failed=$((failed + 1))

@@ -211,7 +211,7 @@ lmca_sweep(lmca_t *h, lmca_sweep_cb cb, void *udata, lmca_err_t *err)
     rc = lmca_scan(h, LMCA_SCAN_RECORDS, sweep_record, &st, err);
     if (st.nomem) /* the scan stopped for it, whatever the client made of that */
         rc = lmca__fail(err, LMCA_ENOMEM, 0, "sweep: out of memory after %zu records", st.n);
-    if (rc == LMCA_OK) {
+    if (rc == LMCA_OK && st.n > 0) { /* an empty set has no array to sort (NULL) */
         qsort(st.recs, st.n, sizeof *st.recs, by_wid);
         classify(&st, cb, udata);
     }

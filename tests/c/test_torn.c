@@ -425,6 +425,33 @@ TEST(sweep_reports_can_be_removed_by_digest)
     lmca_close(h);
 }
 
+static bool
+count_reports(void *udata, const lmca_sweep_rec_t *rec)
+{
+    (void)rec;
+    ++*(unsigned *)udata;
+    return true;
+}
+
+/* Defect: the sweep of a set with no schema record sorted a NULL array (UB that
+   UBSan halts on). */
+TEST(sweep_of_an_empty_set_reports_nothing)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    char set[40];
+    unsigned reports = 0;
+
+    th_config(&cfg, "lmcache");
+    snprintf(set, sizeof set, "lmca_empty_%d", (int)getpid());
+    cfg.set = set; /* never written to */
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_sweep(h, count_reports, &reports, &err), LMCA_OK, &err);
+    ASSERT_EQ(reports, 0);
+    lmca_close(h);
+}
+
 TEST_LIST = {
     T(overwrite_cut_after_some_segments_reads_old_or_miss_never_mixed),
     T(first_write_cut_before_its_commit_is_a_miss),
@@ -432,5 +459,6 @@ TEST_LIST = {
     T(failed_put_removes_the_segments_it_wrote),
     T(sweep_finds_what_killed_and_overwriting_puts_leave),
     T(sweep_reports_can_be_removed_by_digest),
+    T(sweep_of_an_empty_set_reports_nothing),
 };
 TEST_MAIN()
