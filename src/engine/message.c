@@ -126,6 +126,11 @@ lmca__msg_status(lmca__msg *m)
 static lmca__msg_rc
 take_payload(lmca__msg *m, lmca__read *r, uint8_t type, uint32_t size)
 {
+    if (r->found) { /* a second one must not land on the first's bytes */
+        r->repeated = true;
+        return size > unread(m) ? malformed(m, "a length runs past the end of the message")
+                                : take(m, NULL, size);
+    }
     r->found = true;
     r->blob = type == LMCA__P_BLOB;
     r->len = size;

@@ -245,6 +245,8 @@ check_sizes(lmca__meta_reader *r, const lmca__read *payload)
                       (unsigned long long)m->seg_b, (unsigned long long)m->tot_b);
         else if (payload && !payload->found)
             LMCA__WHY(r, "one record but no payload bin b");
+        else if (payload && payload->repeated)
+            LMCA__WHY(r, "payload bin b appears twice");
         else if (payload && !payload->blob)
             LMCA__WHY(r, "payload bin b is not a blob");
         else if (payload && payload->len != m->tot_b)
@@ -419,6 +421,8 @@ lmca__segment_judge(const lmca_meta_t *meta, uint32_t index, const lmca__seg_rea
         snprintf(why, cap, "bin wid is missing");
     else if (!rd->found || !rd->blob)
         snprintf(why, cap, "payload bin b is %s", rd->found ? "not a blob" : "missing");
+    else if (rd->repeated)
+        snprintf(why, cap, "payload bin b appears twice");
     else if (rd->len != want)
         snprintf(why, cap, "holds %zu bytes, the meta record says %llu", rd->len,
                  (unsigned long long)want);

@@ -465,7 +465,9 @@ take_record(const as_record *rec, const char *payload, lmca__read *r)
     while (as_record_iterator_has_next(&it)) {
         as_bin *bin = as_record_iterator_next(&it);
         lmca__bin b = bin_of(as_bin_get_name(bin), (as_val *)as_bin_get_value(bin));
-        if (payload != NULL && strcmp(b.name, payload) == 0) {
+        if (payload != NULL && strcmp(b.name, payload) == 0 && r->found) {
+            r->repeated = true; /* a second one must not land on the first's bytes */
+        } else if (payload != NULL && strcmp(b.name, payload) == 0) {
             r->found = true;
             r->blob = b.type == LMCA__BLOB;
             r->len = b.len;
@@ -486,7 +488,7 @@ take_record(const as_record *rec, const char *payload, lmca__read *r)
 static void
 read_reset(lmca__read *r)
 {
-    r->found = r->blob = r->nomem = false;
+    r->found = r->repeated = r->blob = r->nomem = false;
     r->len = 0;
     r->ttl = 0;
     r->result = LMCA_OK;

@@ -46,6 +46,8 @@ typedef struct lmca__read {
     void *udata;
     /* out */
     bool found;         /* the payload bin exists (whatever its type) */
+    bool repeated;      /* ... and came more than once, which no writer does:
+                           only the first was taken, and the record is corrupt */
     bool blob;          /* ... and is a blob */
     size_t len;         /* its size, also when it was not copied */
     uint32_t ttl;       /* seconds left; 0xFFFFFFFF never expires */

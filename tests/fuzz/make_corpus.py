@@ -274,6 +274,9 @@ MESSAGE_SEEDS = {
                                           op("wid", 1, struct.pack(">q", 7))]),
     "segment_alloc": mode(alloc=True) + message([op("b", 4, b"y" * 9000)]),
     "payload_too_big": mode(cap=2) + message([op("b", 4, b"z" * 40)]),
+    # A repeated payload bin, the larger second: it once overran an allocated
+    # destination's length (the fuzzer found it).
+    "payload_twice": mode(alloc=True) + message([op("b", 4, b"1" * 40), op("b", 4, b"2" * 90)]),
     "payload_string": mode() + message([op("b", 3, b"not a blob")]),
     "no_payload_asked": mode(payload=False) + message(meta_ops()),
     "not_found": mode() + message(result=2),
