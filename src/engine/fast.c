@@ -127,8 +127,9 @@ typedef struct socket_src {
     as_error *err;
 } socket_src;
 
-/* With the policies' timeout_delay of 0 the client never tries to recover a
-   timed-out socket, so the read state it would need for that stays DETAIL. */
+/* The command's socket context has timeout_delay 0 (prepare), so a timed-out
+   read never hands the socket to the client's recovery: the read state that
+   recovery would need stays DETAIL, and attempt() closes the socket itself. */
 static bool
 pull_socket(void *src, uint8_t *into, size_t n)
 {
@@ -295,7 +296,14 @@ prepare(fast_cmd *f, aerospike *as, as_error *err, const as_policy_base *policy,
         .partition_id = pi->partition_id,
         .replica_size = pi->replica_size,
     };
-    f->ctx = (as_socket_context){.cluster = as->cluster, .timeout_delay = policy->timeout_delay};
+    /* No connection recovery. With the policies' timeout_delay (3000 ms by
+       default) a timed-out read queues the socket for the tend thread to drain
+       by its own reading state, which message.c does not keep, and the socket
+       then belongs to it: closing it here as well (attempt) closed a socket the
+       recovery still used, and after a frozen server the node's connection
+       count stayed at max_conns_per_node. A timed-out socket is closed, as the
+       client does with timeout_delay 0. */
+    f->ctx = (as_socket_context){.cluster = as->cluster, .timeout_delay = 0};
     as_cluster_add_command_count(as->cluster);
     return AEROSPIKE_OK;
 }

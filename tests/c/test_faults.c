@@ -5,6 +5,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -170,10 +171,44 @@ TEST(failed_batch_row_fails_the_put_and_names_the_row)
     lmca_close(h);
 }
 
+/* Defect: the fast path left the client's connection recovery on (the policies'
+   timeout_delay, 3000 ms), so a timed-out read was queued for the tend thread
+   to drain and closed by the fast path as well. The tend thread closed it a
+   second time and the node's connection count went wrong for good: after a
+   frozen server every call failed with "Max node connections would be
+   exceeded". Timed-out reads, a pause for the tend thread, then reads again. */
+TEST(timed_out_reads_leave_the_connection_count_right)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    uint8_t buf[10] = {0};
+    size_t got;
+    const char *key = th_key("recover"), *other = th_key("recover");
+    char spec[160];
+
+    th_need_fixture("fault injection");
+    th_config(&cfg, "lmcache");
+    cfg.read_timeout_ms = 150;
+    cfg.max_conns_per_node = 4;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_put(h, key, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_put(h, other, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    snprintf(spec, sizeof spec, "kind=delay;ms=400;op=read;digest=%s", meta_digest(key));
+    fault(spec);
+    for (int i = 0; i < 2; i++)
+        ASSERT_RC(lmca_get(h, key, buf, sizeof buf, &got, NULL, &err), LMCA_ETIMEOUT, &err);
+    usleep(2500 * 1000); /* the delayed answers arrive; the tend thread runs twice */
+    for (int i = 0; i < 12; i++) /* the other key is not delayed */
+        ASSERT_RC(lmca_get(h, other, buf, sizeof buf, &got, NULL, &err), LMCA_OK, &err);
+    lmca_close(h);
+}
+
 TEST_LIST = {
     T(server_results_map_to_typed_errors),
     T(missing_meta_record_is_a_miss_not_an_error),
     T(slow_server_times_out),
+    T(timed_out_reads_leave_the_connection_count_right),
     T(dropped_connection_is_connection_error),
     T(server_stopping_mid_put_leaves_a_miss),
     T(failed_batch_row_fails_the_put_and_names_the_row),
