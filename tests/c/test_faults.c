@@ -79,6 +79,15 @@ TEST(missing_meta_record_is_a_miss_not_an_error)
     ASSERT_EQ(err.status, 0); /* misses leave err untouched */
 }
 
+/* Every read of `key`'s meta record is answered `ms` late. */
+static void
+delay_reads_of(const char *key, int ms)
+{
+    char spec[160];
+    snprintf(spec, sizeof spec, "kind=delay;ms=%d;op=read;digest=%s", ms, meta_digest(key));
+    fault(spec);
+}
+
 TEST(slow_server_times_out)
 {
     lmca_config_t cfg;
@@ -93,9 +102,7 @@ TEST(slow_server_times_out)
     cfg.read_timeout_ms = 200;
     ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
     ASSERT_RC(lmca_put(h, key, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
-    char spec[128];
-    snprintf(spec, sizeof spec, "kind=delay;ms=1500;op=read;digest=%s", meta_digest(key));
-    fault(spec);
+    delay_reads_of(key, 1500);
     ASSERT_RC(lmca_get(h, key, buf, sizeof buf, &got, NULL, &err), LMCA_ETIMEOUT, &err);
     lmca_close(h);
 }
@@ -185,7 +192,6 @@ TEST(timed_out_reads_leave_the_connection_count_right)
     uint8_t buf[10] = {0};
     size_t got;
     const char *key = th_key("recover"), *other = th_key("recover");
-    char spec[160];
 
     th_need_fixture("fault injection");
     th_config(&cfg, "lmcache");
@@ -194,8 +200,7 @@ TEST(timed_out_reads_leave_the_connection_count_right)
     ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
     ASSERT_RC(lmca_put(h, key, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
     ASSERT_RC(lmca_put(h, other, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
-    snprintf(spec, sizeof spec, "kind=delay;ms=400;op=read;digest=%s", meta_digest(key));
-    fault(spec);
+    delay_reads_of(key, 400);
     for (int i = 0; i < 2; i++)
         ASSERT_RC(lmca_get(h, key, buf, sizeof buf, &got, NULL, &err), LMCA_ETIMEOUT, &err);
     usleep(2500 * 1000); /* the delayed answers arrive; the tend thread runs twice */
