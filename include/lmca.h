@@ -104,6 +104,25 @@ typedef struct lmca_config {
                                        (DESIGN.md, "The fast path"); false = the
                                        client's own calls, which copy */
     uint32_t max_conns_per_node;    /* connection pool size; default 64 */
+    /* A cache when the namespace is full (DESIGN.md, "A cache that stays full"). */
+    int32_t read_touch_ttl_percent; /* gets ask the server to restart a record's TTL
+                                       when less than this percent of it is left:
+                                       1..100 (100: every read), 0 the namespace's
+                                       default-read-touch-ttl-pct, -1 never;
+                                       default 100. Lookups never touch. */
+    uint32_t backpressure_ms;       /* how long a put retries writes the server
+                                       refuses for space (stop-writes while it
+                                       evicts) or load (device overload, a busy
+                                       key), with jittered backoff, before the store
+                                       is dropped; 0 = no retry; default 5000 */
+    uint32_t full_recheck_ms;       /* after a put found the namespace full for its
+                                       whole backpressure_ms, puts are dropped
+                                       without a round trip for this long, then one
+                                       is let through to look again; default 1000 */
+    uint32_t records_per_void_second; /* most of this handle's records in one second
+                                       of void time (see lmca_void_second_records);
+                                       0 = derived from the namespace's eviction
+                                       settings; default 0 */
     const char *username;           /* passed through; EE only */
     const char *password;           /* passed through; EE only */
     const char *tls_name;           /* passed through; EE only */
@@ -188,6 +207,15 @@ typedef struct lmca_server_info {
     int64_t stop_writes_avail_pct;      /* storage-engine.stop-writes-avail-pct */
     int64_t stop_writes_sys_memory_pct; /* stop-writes-sys-memory-pct */
     int64_t data_size;                  /* storage-engine.data-size (memory) */
+    /* Eviction (-1 = not reported): what NSUP does when the namespace fills. */
+    int64_t evict_used_pct;     /* storage-engine.evict-used-pct; 0 = no eviction */
+    int64_t evict_tenths_pct;   /* evict-tenths-pct: per cycle, in tenths of a percent */
+    int64_t evict_hist_buckets; /* evict-hist-buckets */
+    /* Statistics at the time of the answer (-1 = not reported). */
+    int64_t objects;               /* records in the namespace */
+    int64_t non_expirable_objects; /* ... of which never expire (never evicted) */
+    int64_t data_used_bytes;
+    int64_t data_total_bytes;      /* the namespace's capacity, memory or device */
 } lmca_server_info_t;
 
 /*
@@ -226,6 +254,38 @@ typedef struct lmca_limits {
  */
 LMCA_EXTERN int lmca_limits_resolve(const lmca_server_info_t *srv, const lmca_config_t *cfg,
                                     lmca_limits_t *out, lmca_err_t *err);
+
+/*
+ * Eviction by void time, and the engine's part in it.
+ *
+ * NSUP evicts a full namespace's records by void time (expiry time), whole
+ * seconds at a time: each cycle it counts the eligible records per second of
+ * void time (a histogram of evict-hist-buckets buckets over the TTL range, at
+ * least one second wide), and evicts the lowest seconds whose records add up to
+ * at most evict-tenths-pct of them. If the lowest second alone holds more, it
+ * evicts nothing at all, and a namespace filled faster than that never evicts
+ * (as/src/base/nsup.c, find_evict_void_time). So the engine hands void times
+ * out in write order, at most `per_second` records to a second: a burst runs
+ * ahead of now + default_ttl_seconds rather than into one second. DESIGN.md,
+ * "A cache that stays full", has the measurements.
+ */
+typedef struct lmca_eviction {
+    bool enabled;        /* the namespace evicts (evict-used-pct and nsup-period
+                            set) and our records expire (default_ttl_seconds > 0) */
+    uint64_t records;    /* eligible records expected at evict-used-pct */
+    uint64_t target;     /* the most NSUP evicts per cycle: records * tenths / 1000 */
+    uint32_t per_second; /* records this handle gives one second of void time;
+                            0 = no limit (eviction off) */
+} lmca_eviction_t;
+
+/* Derives the eviction plan from the namespace's answer, the limits and the
+   settings (records_per_void_second, when not 0, wins). Pure. */
+LMCA_EXTERN void lmca_eviction_plan(const lmca_server_info_t *srv, const lmca_limits_t *limits,
+                                    const lmca_config_t *cfg, lmca_eviction_t *out);
+
+/* The plan in force on a handle, as of its last look at the namespace (at open,
+   then about every 10 s while it writes). */
+LMCA_EXTERN void lmca_eviction(lmca_t *h, lmca_eviction_t *out);
 
 /* The largest grid size (block/k - margin) that is <= bytes, or 0 if none. */
 LMCA_EXTERN uint64_t lmca_grid_floor(uint64_t block_bytes, uint64_t cap, uint64_t bytes);
@@ -402,6 +462,14 @@ typedef struct lmca_stats {
     uint64_t client_ops;        /* ... through the client's own calls (fast_path off) */
     uint64_t guesses_confirmed; /* guessed gets the meta record confirmed */
     uint64_t guesses_missed;    /* ... whose segments had to be read again */
+    /* Backpressure (lmca_put_backoff): */
+    uint64_t puts_retried;      /* puts that landed after the server refused them */
+    uint64_t write_retries;     /* refused writes tried again */
+    uint64_t dropped_full;      /* puts dropped: the namespace stayed at stop-writes */
+    uint64_t dropped_busy;      /* puts dropped: device overload or a busy key stayed */
+    uint64_t dropped_unsent;    /* ... of dropped_full, refused here without a round
+                                   trip while the namespace was known to be full */
+    bool full;                  /* puts are being dropped unsent right now */
 } lmca_stats_t;
 
 LMCA_EXTERN void lmca_stats(lmca_t *h, lmca_stats_t *out);
@@ -424,6 +492,12 @@ typedef struct lmca_put_s {
     const lmca_put_opts_t *opts; /* may be NULL */
     /* out: what the commit will publish (nseg, seg_b, tot_b, wid; crc32 at commit) */
     lmca_meta_t meta;
+    /* the engine's: the chunk's void time (unix seconds; 0 = the TTL as
+       configured) and its backpressure state (lmca_put_backoff) */
+    uint64_t void_at;
+    uint64_t deadline_ms;
+    uint32_t refusals;
+    bool dropped;
 } lmca_put_t;
 
 /*
@@ -434,11 +508,28 @@ typedef struct lmca_put_s {
 LMCA_EXTERN int lmca_put_begin(lmca_t *h, lmca_put_t *p, lmca_err_t *err);
 
 /*
+ * Backpressure. A put step that failed with LMCA_EFULL (stop-writes: the
+ * namespace is full until NSUP evicts) or LMCA_EBUSY (device overload, a busy
+ * key, no connection free) may land if tried again a little later. Call this
+ * with the step's status: it returns how many milliseconds to wait before
+ * trying the same step again (jittered, growing from 2 ms to 200 ms), or -1 to
+ * give up: any other status, or backpressure_ms spent since the first refusal,
+ * or the namespace known to be full. A put given up on a refusal is counted
+ * once as dropped (lmca_stats_t), and a WARNING naming the cause and the
+ * setting to change is logged at most once a minute. Thread-safe: the
+ * segments of one put may call it from several threads.
+ * When a put spent its whole budget on stop-writes, the handle drops puts
+ * without sending them (LMCA_EFULL, counted dropped_unsent) for
+ * full_recheck_ms, then lets one through to look again.
+ */
+LMCA_EXTERN int lmca_put_backoff(lmca_t *h, lmca_put_t *p, int rc);
+
+/*
  * Writes segments [first, first + count) of a put whose meta.nseg > 1: in batch
  * calls when segments are at most batch_threshold_bytes, else one by one.
  * @return LMCA_OK, LMCA_EINVAL (range outside the plan), or the errors of lmca_put().
  */
-LMCA_EXTERN int lmca_put_segments(lmca_t *h, const lmca_put_t *p, uint32_t first,
+LMCA_EXTERN int lmca_put_segments(lmca_t *h, lmca_put_t *p, uint32_t first,
                                   uint32_t count, lmca_err_t *err);
 
 /*

@@ -9,7 +9,10 @@
 #   ACTION  start (waits until the node serves), stop (SIGTERM, waits for
 #           exit), kill (SIGKILL), pause (SIGSTOP), resume (SIGCONT), status
 #   NODE    single (port 3000) or 0, 1, 2 (ports 3100, 3110, 3120), or one of
-#           the benchmarks' own single nodes: bench (3200), pack (3300)
+#           the benchmarks' own single nodes: bench (3200), pack (3300), or a
+#           node whose lmcache namespace is a cache as the README's recipes set
+#           one up: cache (3400, memory) and ssd (3500, a device on a file in
+#           the node's directory)
 #
 # Knobs for the benchmarks (read when a node starts):
 #   LOOPBACK_ACCESS_PORT  the port the node advertises to clients (its
@@ -17,6 +20,10 @@
 #                         the cluster from it then route every request there
 #   LOOPBACK_DATA_SIZE    the lmcache namespace's data-size (default 2G)
 #   LOOPBACK_SERVICE_THREADS  the node's service-threads (default 8)
+#   LOOPBACK_EVICT_USED_PCT, LOOPBACK_STOP_WRITES_USED_PCT,
+#   LOOPBACK_EVICT_TENTHS_PCT, LOOPBACK_EVICT_HIST_BUCKETS, LOOPBACK_MAX_WRITE_CACHE
+#                         the cache and ssd nodes' eviction settings, to try
+#                         others than the recipes' (README, "A cache that stays full")
 #
 # Configs, logs and pid files live in $AEROSPIKE_LOOPBACK_DIR (default
 # /tmp/aerospike-loopback). The namespaces are those of tests/aerospike-test.conf;
@@ -33,8 +40,41 @@ single) port=3000 rf=1 ;;
 0 | 1 | 2) port=$((3100 + 10 * node)) rf=2 ;;
 bench) port=3200 rf=1 ;;
 pack) port=3300 rf=1 ;;
-*) echo "usage: $0 start|stop|kill|pause|resume|status single|0|1|2|bench|pack" >&2; exit 2 ;;
+cache) port=3400 rf=1 ;;
+ssd) port=3500 rf=1 ;;
+*) echo "usage: $0 start|stop|kill|pause|resume|status single|0|1|2|bench|pack|cache|ssd" >&2; exit 2 ;;
 esac
+
+# The lmcache namespace: plain for the tests and benchmarks; for the cache and
+# ssd nodes, the README's recipes (a cache that evicts instead of stopping).
+lmcache_namespace() {
+    local size=${LOOPBACK_DATA_SIZE:-2G} storage
+    case "$node" in
+    cache) storage="memory {
+        data-size $size" ;;
+    ssd) storage="device {
+        file $dir/data/lmcache.dat
+        filesize $size
+        max-write-cache ${LOOPBACK_MAX_WRITE_CACHE:-512M}" ;;
+    *) storage="memory {
+        data-size $size" ;;
+    esac
+    echo "namespace lmcache {
+    replication-factor $rf
+    max-record-size 8M
+    nsup-period 1
+    default-ttl 0"
+    case "$node" in
+    cache | ssd) echo "    evict-tenths-pct ${LOOPBACK_EVICT_TENTHS_PCT:-100}
+    evict-hist-buckets ${LOOPBACK_EVICT_HIST_BUCKETS:-1000000}
+    storage-engine $storage
+        evict-used-pct ${LOOPBACK_EVICT_USED_PCT:-60}
+        stop-writes-used-pct ${LOOPBACK_STOP_WRITES_USED_PCT:-70}" ;;
+    *) echo "    storage-engine $storage" ;;
+    esac
+    echo "    }
+}"
+}
 
 # One node's config: service, fabric, heartbeat and admin on consecutive ports.
 write_config() {
@@ -45,7 +85,7 @@ write_config() {
             seeds="$seeds        mesh-seed-address-port 127.0.0.1 $((3102 + 10 * n))"$'\n'
         done
     fi
-    mkdir -p "$dir/work/smd" "$dir/work/usr/udf/lua"
+    mkdir -p "$dir/work/smd" "$dir/work/usr/udf/lua" "$dir/data"
     cat >"$dir/aerospike.conf" <<EOF
 service {
     cluster-name lmca-loopback
@@ -55,7 +95,7 @@ service {
     # served one after the other, which halved 2-thread 1 MiB gets (DESIGN.md,
     # "The fast path"). A real server has a core per thread; 8 stands in for that.
     service-threads ${LOOPBACK_SERVICE_THREADS:-8}
-    node-id $(case "$node" in single) echo a10 ;; bench) echo b1 ;; pack) echo c1 ;; *) echo "a$((node + 1))" ;; esac)
+    node-id $(case "$node" in single) echo a10 ;; bench) echo b1 ;; pack) echo c1 ;; cache) echo d1 ;; ssd) echo e1 ;; *) echo "a$((node + 1))" ;; esac)
     work-directory $dir/work
     pidfile $dir/asd.pid
 }
@@ -89,15 +129,7 @@ $seeds        interval 150
         port $((port + 3))
     }
 }
-namespace lmcache {
-    replication-factor $rf
-    max-record-size 8M
-    nsup-period 1
-    default-ttl 0
-    storage-engine memory {
-        data-size ${LOOPBACK_DATA_SIZE:-2G}
-    }
-}
+$(lmcache_namespace)
 namespace small {
     replication-factor $rf
     max-record-size 1M
@@ -164,7 +196,7 @@ status)
     echo "node $node: ${p:-not running} (port $port)"
     ;;
 *)
-    echo "usage: $0 start|stop|kill|pause|resume|status single|0|1|2|bench|pack" >&2
+    echo "usage: $0 start|stop|kill|pause|resume|status single|0|1|2|bench|pack|cache|ssd" >&2
     exit 2
     ;;
 esac

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pool_private.h"
@@ -40,7 +41,13 @@ lmca_pool_open(lmca_t *h, unsigned workers, lmca_pool_t **out, lmca_err_t *err)
         return lmca__fail(err, LMCA_EINTERNAL, 0, "eventfd: %s", strerror(e));
     }
     pthread_mutex_init(&p->lock, NULL);
-    pthread_cond_init(&p->ready, NULL);
+    {
+        pthread_condattr_t attr;
+        pthread_condattr_init(&attr);
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        pthread_cond_init(&p->ready, &attr);
+        pthread_condattr_destroy(&attr);
+    }
     pthread_mutex_init(&p->done_lock, NULL);
     atomic_init(&p->next_id, 1);
     for (unsigned i = 0; i < workers; i++) {
@@ -80,6 +87,12 @@ lmca_pool_shutdown(lmca_pool_t *p)
             stolen = p->head[b];
         }
         p->head[b] = p->tail[b] = NULL;
+    }
+    while (p->deferred) {
+        lmca__task *t = p->deferred;
+        p->deferred = t->next;
+        t->next = stolen;
+        stolen = t;
     }
     pthread_cond_broadcast(&p->ready);
     pthread_mutex_unlock(&p->lock);
@@ -334,6 +347,68 @@ lmca__push(lmca_pool_t *p, lmca__task *list)
     pthread_mutex_unlock(&p->lock);
 }
 
+uint64_t
+lmca__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void
+lmca__defer(lmca_pool_t *p, lmca__task *t, int ms)
+{
+    lmca__task **at;
+
+    t->due_ms = lmca__now_ms() + (uint64_t)(ms > 0 ? ms : 0);
+    pthread_mutex_lock(&p->lock);
+    if (p->closing) {
+        pthread_mutex_unlock(&p->lock);
+        atomic_store(&t->job->canceled, true);
+        lmca__cancel(t);
+        lmca__task_done(t);
+        return;
+    }
+    for (at = &p->deferred; *at && (*at)->due_ms <= t->due_ms; at = &(*at)->next)
+        ;
+    t->next = *at;
+    *at = t;
+    atomic_fetch_add_explicit(&p->queued, 1, memory_order_relaxed);
+    /* A worker asleep may wait past this task's time: wake one to look. */
+    pthread_cond_signal(&p->ready);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* Moves the deferred tasks that are due to the heads of their bands: they are
+   older than anything queued since. Under the lock. */
+static void
+release_due(lmca_pool_t *p, uint64_t now)
+{
+    while (p->deferred && p->deferred->due_ms <= now) {
+        lmca__task *t = p->deferred;
+        int b = t->job->band;
+        p->deferred = t->next;
+        t->next = p->head[b];
+        p->head[b] = t;
+        if (p->tail[b] == NULL)
+            p->tail[b] = t;
+    }
+}
+
+/* Waits for a push, or until the soonest deferred task is due. */
+static void
+wait_work(lmca_pool_t *p)
+{
+    struct timespec ts;
+    if (p->deferred == NULL) {
+        pthread_cond_wait(&p->ready, &p->lock);
+        return;
+    }
+    ts.tv_sec = (time_t)(p->deferred->due_ms / 1000);
+    ts.tv_nsec = (long)(p->deferred->due_ms % 1000) * 1000000L;
+    pthread_cond_timedwait(&p->ready, &p->lock, &ts);
+}
+
 /* Next task, lowest band first; NULL once closing and empty. */
 static lmca__task *
 pop(lmca_pool_t *p)
@@ -341,13 +416,15 @@ pop(lmca_pool_t *p)
     lmca__task *t = NULL;
     pthread_mutex_lock(&p->lock);
     for (;;) {
+        if (p->deferred)
+            release_due(p, lmca__now_ms());
         for (int b = 0; b < LMCA__BANDS && t == NULL; b++) {
             if ((t = p->head[b]) != NULL && (p->head[b] = t->next) == NULL)
                 p->tail[b] = NULL;
         }
         if (t || p->closing)
             break;
-        pthread_cond_wait(&p->ready, &p->lock);
+        wait_work(p);
     }
     pthread_mutex_unlock(&p->lock);
     if (t) {
@@ -363,10 +440,10 @@ worker_main(void *arg)
     lmca_pool_t *p = arg;
     lmca__task *t;
     while ((t = pop(p)) != NULL) {
-        if (!atomic_load(&t->job->canceled))
-            lmca__run(t);
-        else
+        if (atomic_load(&t->job->canceled))
             lmca__cancel(t);
+        else if (!lmca__run(t))
+            continue; /* deferred: queued again, still pending */
         lmca__task_done(t);
     }
     return NULL;

@@ -25,7 +25,8 @@ typedef struct lmca__job lmca__job;
 typedef enum {
     LMCA__T_TILE = 1, /* keys [first, first + count) in one batch call */
     LMCA__T_KEY,      /* one key: a whole get, put or remove */
-    LMCA__T_SEGMENT   /* segments [segment, segment + count) of key `first` */
+    LMCA__T_SEGMENT,  /* segments [segment, segment + count) of key `first` */
+    LMCA__T_COMMIT    /* the meta record of key `first`, whose segments landed */
 } lmca__task_kind;
 
 typedef struct lmca__task {
@@ -34,6 +35,7 @@ typedef struct lmca__task {
     lmca__task_kind kind;
     size_t first, count;
     uint32_t segment;
+    uint64_t due_ms; /* deferred: not to run before this (CLOCK_MONOTONIC ms) */
 } lmca__task;
 
 /* Per-key state of a chunk whose segments travel as several tasks. */
@@ -71,8 +73,9 @@ struct lmca_pool {
     pthread_t *workers;
 
     pthread_mutex_t lock; /* guards the queues and `closing` */
-    pthread_cond_t ready;
+    pthread_cond_t ready; /* on CLOCK_MONOTONIC, for the deferred tasks' waits */
     lmca__task *head[LMCA__BANDS], *tail[LMCA__BANDS];
+    lmca__task *deferred; /* tasks waiting out a backoff, soonest first */
     bool closing, joined;
 
     pthread_mutex_t done_lock; /* guards the completion list */
@@ -92,6 +95,13 @@ lmca__task *lmca__task_new(lmca__job *job, lmca__task_kind kind, size_t first, s
 void lmca__push(lmca_pool_t *p, lmca__task *list);
 /* Ends a task: frees it and completes its job if it was the last. */
 void lmca__task_done(lmca__task *t);
+/* Queues a task that ran and must run again in `ms` milliseconds (a put the
+   server refused for a moment: lmca_put_backoff). It stays pending meanwhile,
+   and its worker is free for other work; at its time it goes before the tasks
+   of its band. Once the pool is closing, it is canceled instead. */
+void lmca__defer(lmca_pool_t *p, lmca__task *t, int ms);
+/* Milliseconds of CLOCK_MONOTONIC. */
+uint64_t lmca__now_ms(void);
 /* Records the first error of a job. */
 void lmca__job_error(lmca__job *job, int status, const char *msg);
 
@@ -99,7 +109,8 @@ void lmca__job_error(lmca__job *job, int status, const char *msg);
 /* Builds the job's first tasks (a list) from a submitted batch; on failure
    nothing is left allocated but the job itself. */
 int lmca__plan_tasks(lmca__job *job, lmca__task **out, lmca_err_t *err);
-void lmca__run(lmca__task *t);
+/* Runs a task: true when it is done, false when it was deferred (lmca__defer). */
+bool lmca__run(lmca__task *t);
 /* A task that will not run (the pool shut down): a segment of a put still
    counts, so that the put's last part aborts it and removes what it wrote. */
 void lmca__cancel(lmca__task *t);

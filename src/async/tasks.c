@@ -20,6 +20,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "pool_private.h"
 
@@ -123,14 +124,15 @@ plan_set_key(lmca__job *job, size_t i, task_list *l, bool *small, lmca_err_t *er
     *small = rc == LMCA_OK && p.meta.nseg == 1 && p.len <= threshold(job);
     if (rc != LMCA_OK || *small)
         return rc;
-    if (p.meta.nseg == 1)
+    if ((job->ks[i].put = lmca__malloc(sizeof p)) == NULL)
+        return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory planning \"%s\"", p.key);
+    *job->ks[i].put = p;
+    if (p.meta.nseg == 1) /* the put's one step is its commit */
         return add(l, job, LMCA__T_KEY, i, 1, 0)
                    ? LMCA_OK
                    : lmca__fail(err, LMCA_ENOMEM, 0, "out of memory planning \"%s\"", p.key);
-    if ((job->ks[i].put = lmca__malloc(sizeof p)) == NULL ||
-        (parts = segment_tasks(job, i, &p.meta)) == NULL)
+    if ((parts = segment_tasks(job, i, &p.meta)) == NULL)
         return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory planning \"%s\"", p.key);
-    *job->ks[i].put = p;
     append(l, parts);
     while (l->tail->next) /* segment_tasks gave a list: find its end */
         l->tail = l->tail->next;
@@ -411,6 +413,24 @@ run_get_tile(lmca__task *t)
     free(gs);
 }
 
+/* A tile's put refused for a moment, tried again on this worker: tiles hold
+   small chunks (at most batch_threshold_bytes) in one batch call, and a
+   refused row is written alone. Larger puts wait in the queue (lmca__defer). */
+static int
+commit_waiting(lmca_t *h, lmca_put_t *p, int rc, lmca_err_t *err)
+{
+    struct timespec ts;
+    int wait;
+    while ((wait = lmca_put_backoff(h, p, rc)) >= 0) {
+        ts = (struct timespec){wait / 1000, (long)(wait % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+        if ((rc = lmca_put_commit(h, p, err)) == LMCA_OK)
+            break;
+    }
+    return rc;
+}
+
 static void
 run_set_tile(lmca__task *t)
 {
@@ -432,8 +452,11 @@ run_set_tile(lmca__task *t)
     }
     if (rc == LMCA_OK)
         lmca_put_commit_many(job->pool->h, ps, n, results, &err);
-    for (size_t k = 0; k < n; k++)
+    for (size_t k = 0; k < n; k++) {
+        if (rc == LMCA_OK && results[k] != LMCA_OK)
+            results[k] = commit_waiting(job->pool->h, &ps[k], results[k], &err);
         settle(job, f + k, rc == LMCA_OK ? results[k] : rc, &err);
+    }
     free(ps);
 }
 
@@ -481,6 +504,33 @@ finish_guess(lmca__job *job, size_t i)
     }
 }
 
+/* Commits key i's begun put (its segments, if any, have landed): from the task
+   `t` that will run it again after a refusal, or, with t NULL, from the last
+   segment's task, which gets a commit task of its own when the commit must
+   wait. True when the key is settled; false when the commit was deferred. */
+static bool
+commit_key(lmca__job *job, size_t i, lmca__task *t)
+{
+    lmca_t *h = job->pool->h;
+    lmca_put_t *p = job->ks[i].put;
+    lmca_err_t err = {0};
+    int rc = lmca_put_commit(h, p, &err), wait;
+
+    if (rc != LMCA_OK && (wait = lmca_put_backoff(h, p, rc)) >= 0) {
+        if (t == NULL && (t = lmca__task_new(job, LMCA__T_COMMIT, i, 1, 0)) != NULL)
+            atomic_fetch_add_explicit(&job->pending, 1, memory_order_relaxed);
+        if (t != NULL) {
+            lmca__defer(job->pool, t, wait);
+            return false;
+        }
+        rc = lmca__fail(&err, LMCA_ENOMEM, 0, "out of memory deferring \"%s\"", p->key);
+    }
+    if (rc != LMCA_OK)
+        lmca_put_abort(h, p);
+    settle(job, i, rc, &err);
+    return true;
+}
+
 /* The last part of a segmented key to finish ends the key: every other part's
    outcome is visible (acq_rel on parts_left, see pool_private.h). */
 static void
@@ -499,10 +549,11 @@ finish_key(lmca__job *job, size_t i)
         settle(job, i, rc == LMCA_OK ? lmca_get_end(h, ks->get) : rc, &err);
         return;
     }
-    if (rc == LMCA_OK)
-        rc = lmca_put_commit(h, ks->put, &err);
-    if (rc != LMCA_OK)
-        lmca_put_abort(h, ks->put);
+    if (rc == LMCA_OK) {
+        commit_key(job, i, NULL);
+        return;
+    }
+    lmca_put_abort(h, ks->put);
     /* The error message of a failed part went to the job already. */
     settle(job, i, rc, &err);
 }
@@ -524,25 +575,33 @@ lmca__cancel(lmca__task *t)
 {
     if (t->kind == LMCA__T_SEGMENT && t->job->c.op == LMCA_OP_SET)
         part_done(t->job, t->first, LMCA_ECANCELED);
+    else if (t->kind == LMCA__T_COMMIT) /* its segments landed: take them back */
+        lmca_put_abort(t->job->pool->h, t->job->ks[t->first].put);
 }
 
-static void
+static bool
 run_segment(lmca__task *t)
 {
     lmca__job *job = t->job;
     lmca_t *h = job->pool->h;
     lmca__keystate *ks = &job->ks[t->first];
     lmca_err_t err = {0};
-    int rc;
+    int rc, wait;
 
-    if (job->c.op == LMCA_OP_SET)
+    if (job->c.op == LMCA_OP_SET) {
         rc = lmca_put_segments(h, ks->put, t->segment, (uint32_t)t->count, &err);
-    else /* GET, FILL */
+        if (rc != LMCA_OK && (wait = lmca_put_backoff(h, ks->put, rc)) >= 0) {
+            lmca__defer(job->pool, t, wait);
+            return false;
+        }
+    } else { /* GET, FILL */
         rc = lmca_get_segments(h, ks->get, t->segment, (uint32_t)t->count, &err);
+    }
     /* A guessed get's failure is not the job's yet: it is read again first. */
     if (rc < 0 && (job->c.op == LMCA_OP_SET || ks->get->seen_wids == NULL))
         lmca__job_error(job, rc, err.msg);
     part_done(job, t->first, rc);
+    return true;
 }
 
 /* FILL key i: place the held payload, or read the segments into the buffer. */
@@ -561,7 +620,7 @@ run_fill(lmca__job *job, size_t i)
 }
 
 /* A task of one key. */
-static void
+static bool
 run_key(lmca__task *t)
 {
     lmca__job *job = t->job;
@@ -573,16 +632,15 @@ run_key(lmca__task *t)
     switch (job->c.op) {
     case LMCA_OP_GET:
         run_get_key(t);
-        return;
+        return true;
     case LMCA_OP_FILL:
         run_fill(job, i);
-        return;
+        return true;
     case LMCA_OP_STAT:
         rc = lmca_get_begin(h, &job->gets[i], &err);
         break;
-    case LMCA_OP_SET:
-        rc = lmca_put(h, job->keys[i], job->bufs[i], job->lens[i], &job->opts[i], &err);
-        break;
+    case LMCA_OP_SET: /* a one-record chunk, begun at submit */
+        return commit_key(job, i, t);
     case LMCA_OP_TOUCH:
         rc = lmca_touch(h, job->keys[i], job->pin, &err);
         break;
@@ -591,17 +649,17 @@ run_key(lmca__task *t)
         break;
     }
     settle(job, i, rc, &err);
+    return true;
 }
 
-void
+bool
 lmca__run(lmca__task *t)
 {
     lmca__job *job = t->job;
 
     switch (t->kind) {
     case LMCA__T_SEGMENT:
-        run_segment(t);
-        return;
+        return run_segment(t);
     case LMCA__T_TILE:
         if (job->c.op == LMCA_OP_GET)
             run_get_tile(t);
@@ -609,9 +667,11 @@ lmca__run(lmca__task *t)
             run_set_tile(t);
         else
             run_lookup_tile(t);
-        return;
+        return true;
     case LMCA__T_KEY:
-        run_key(t);
-        return;
+        return run_key(t);
+    case LMCA__T_COMMIT:
+        return commit_key(job, t->first, t);
     }
+    return true;
 }

@@ -30,10 +30,17 @@ lmca_config_init(lmca_config_t *cfg)
     cfg->replica = LMCA_REPLICA_SEQUENCE;
     cfg->max_conns_per_node = 64;
     cfg->fast_path = true;
+    /* Every read of a hit restarts its records' TTL, so NSUP evicts the least
+       recently used first (DESIGN.md, "A cache that stays full"). */
+    cfg->read_touch_ttl_percent = 100;
+    /* NSUP evicts every 2 to 3 s at best (find, then evict a second later):
+       a put waits out two of its cycles. */
+    cfg->backpressure_ms = 5000;
+    cfg->full_recheck_ms = 1000;
 }
 
 /* How lmca_config_set() parses each key. */
-typedef enum { K_STR, K_U64, K_I64, K_U32, K_BOOL, K_COMMIT, K_REPLICA } kind_t;
+typedef enum { K_STR, K_U64, K_I64, K_U32, K_I32, K_BOOL, K_COMMIT, K_REPLICA } kind_t;
 
 static const struct field {
     const char *name;
@@ -59,6 +66,10 @@ static const struct field {
     F("send_key", K_BOOL, send_key),
     F("fast_path", K_BOOL, fast_path),
     F("max_conns_per_node", K_U32, max_conns_per_node),
+    F("read_touch_ttl_percent", K_I32, read_touch_ttl_percent),
+    F("backpressure_ms", K_U32, backpressure_ms),
+    F("full_recheck_ms", K_U32, full_recheck_ms),
+    F("records_per_void_second", K_U32, records_per_void_second),
     F("username", K_STR, username),
     F("password", K_STR, password),
     F("tls_name", K_STR, tls_name),
@@ -139,6 +150,12 @@ set_field(lmca_config_t *cfg, const struct field *f, const char *value, lmca_err
         return bad_value(err, f->name, value, "expected an integer");
     if (f->kind == K_I64) {
         *(int64_t *)p = n;
+        return LMCA_OK;
+    }
+    if (f->kind == K_I32) { /* the range is checked by lmca_config_validate */
+        if (n < INT32_MIN || n > INT32_MAX)
+            return bad_value(err, f->name, value, "out of range");
+        *(int32_t *)p = (int32_t)n;
         return LMCA_OK;
     }
     if (n < 0)
@@ -278,6 +295,15 @@ check_policies(const lmca_config_t *cfg, lmca_err_t *err)
         return bad_number(err, "commit_level", (long long)cfg->commit_level, "unknown value");
     if ((unsigned)cfg->replica > LMCA_REPLICA_PREFER_RACK)
         return bad_number(err, "replica", (long long)cfg->replica, "unknown value");
+    if (cfg->read_touch_ttl_percent < -1 || cfg->read_touch_ttl_percent > 100)
+        return bad_number(err, "read_touch_ttl_percent", (long long)cfg->read_touch_ttl_percent,
+                          "must be -1 (never), 0 (the namespace's default) or 1 to 100");
+    if (cfg->backpressure_ms > 600000)
+        return bad_number(err, "backpressure_ms", (long long)cfg->backpressure_ms,
+                          "must be at most 600000 (10 minutes)");
+    if (cfg->full_recheck_ms == 0 || cfg->full_recheck_ms > 600000)
+        return bad_number(err, "full_recheck_ms", (long long)cfg->full_recheck_ms,
+                          "must be 1 to 600000");
     return LMCA_OK;
 }
 

@@ -17,14 +17,6 @@ lmca_version(void)
     return LMCA_VERSION;
 }
 
-uint32_t
-lmca__ttl(const lmca_t *h, bool pin)
-{
-    /* Aerospike's special TTLs: 0xFFFFFFFF never expires, 0xFFFFFFFE keeps the
-       current one, 0 takes the namespace default; int64 -1/-2 map onto them. */
-    return pin ? UINT32_MAX : (uint32_t)h->cfg.default_ttl_seconds;
-}
-
 /* ---------------------------------------------------------------------------
  * Open and close.
  */
@@ -87,6 +79,8 @@ discover(lmca_t *h, lmca_err_t *err)
     free(answer);
     if (rc == LMCA_OK)
         rc = lmca_limits_resolve(&h->server, &h->cfg, &h->limits, err);
+    if (rc == LMCA_OK)
+        lmca__cache_open(h);
     return rc;
 }
 
@@ -161,7 +155,18 @@ lmca_stats(lmca_t *h, lmca_stats_t *out)
     LOAD(segments_left);
     LOAD(guesses_confirmed);
     LOAD(guesses_missed);
+    LOAD(puts_retried);
+    LOAD(write_retries);
+    LOAD(dropped_full);
+    LOAD(dropped_busy);
+    LOAD(dropped_unsent);
 #undef LOAD
+    {
+        uint64_t until = atomic_load_explicit(&h->cache.full_until_ms, memory_order_relaxed);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        out->full = until > (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    }
     lmca__wire_paths(h->wire, &out->fast_ops, &out->client_ops);
 }
 
@@ -271,14 +276,16 @@ lmca_remove(lmca_t *h, const char *key, lmca_err_t *err)
 
 /* Touches every segment in batch calls; LMCA_MISS if one is gone. */
 static int
-touch_segments(lmca_t *h, const char *key, uint32_t nseg, uint32_t ttl, lmca_err_t *err)
+touch_segments(lmca_t *h, const char *key, uint32_t nseg, uint64_t void_at, bool pin,
+               lmca_err_t *err)
 {
     char **keys = segment_keys(key, nseg, sizeof(lmca__row), err);
     lmca__row *rows = keys ? lmca__slab_extra(keys, nseg) : NULL;
     int rc = keys ? LMCA_OK : LMCA_ENOMEM;
 
     for (uint32_t i = 0; keys && i < nseg; i++)
-        rows[i] = (lmca__row){.key = keys[i], .ttl = ttl, .touch = true};
+        rows[i] = (lmca__row){.key = keys[i], .ttl = lmca__record_ttl(h, void_at, pin),
+                              .touch = true};
     for (uint32_t i = 0; rc == LMCA_OK && i < nseg; i += 4096) {
         uint32_t n = nseg - i < 4096 ? nseg - i : 4096;
         rc = lmca__wire_write_many(h->wire, rows + i, n, err);
@@ -295,15 +302,20 @@ lmca_touch(lmca_t *h, const char *key, bool pin, lmca_err_t *err)
     char mkey[LMCA__RECKEY_SIZE];
     lmca__bin pin_bin = {.name = "pin", .type = LMCA__INT, .i = pin};
     lmca_meta_t meta;
-    uint32_t ttl = lmca__ttl(h, pin);
+    uint64_t void_at;
     int rc = lmca__read_small(h, key, &meta, LMCA__PRESENCE, err);
 
-    /* Segments before the meta record, so they never expire before it. */
-    if (rc == LMCA_OK && meta.nseg > 1)
-        rc = touch_segments(h, key, meta.nseg, ttl, err);
+    if (rc != LMCA_OK)
+        return rc;
+    /* A new place on the void-time clock, as a put gets (cache.c); segments
+       first, so that a touch cut short leaves no meta record due after them. */
+    void_at = pin ? 0 : lmca__void_at(h, meta.nseg > 1 ? meta.nseg + 1 : 1);
+    if (meta.nseg > 1)
+        rc = touch_segments(h, key, meta.nseg, void_at, pin, err);
     if (rc == LMCA_OK) {
         lmca__meta_key(mkey, key);
-        rc = lmca__wire_touch(h->wire, mkey, ttl, &pin_bin, 1, err);
+        rc = lmca__wire_touch(h->wire, mkey, lmca__record_ttl(h, void_at, pin), &pin_bin,
+                              1, err);
     }
     return rc;
 }

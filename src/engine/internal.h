@@ -53,7 +53,20 @@ typedef struct lmca__counters {
     atomic_uint_fast64_t corrupt, torn, crc_mismatch;
     atomic_uint_fast64_t puts_aborted, segments_removed, segments_left;
     atomic_uint_fast64_t guesses_confirmed, guesses_missed;
+    atomic_uint_fast64_t puts_retried, write_retries, dropped_full, dropped_busy, dropped_unsent;
 } lmca__counters;
+
+/* What a full namespace needs of a handle (cache.c). */
+typedef struct lmca__cache {
+    atomic_uint_fast64_t void_next_us;  /* the void-time clock: its next free slot */
+    atomic_uint_fast64_t per_second;    /* the eviction plan, from the last look ... */
+    atomic_uint_fast64_t target, records;
+    atomic_bool enabled;
+    atomic_uint_fast64_t watch_next_ms; /* ... and when to look again (monotonic) */
+    atomic_uint_fast64_t full_until_ms; /* puts are dropped unsent until then */
+    atomic_bool full_known;             /* a put gave up on stop-writes, none landed since */
+    atomic_uint_fast64_t warn_next_ms;  /* the next warning about drops, not before */
+} lmca__cache;
 
 #define LMCA__COUNT(h, field) atomic_fetch_add_explicit(&(h)->counters.field, 1, memory_order_relaxed)
 
@@ -67,6 +80,7 @@ struct lmca {
     lmca__counters counters;
     uint64_t wid_seed;            /* random, drawn at open */
     atomic_uint_fast64_t wid_next; /* write ids: a mix of seed and counter */
+    lmca__cache cache;
 };
 
 /* Record keys of a chunk: "<key>|m" and "<key>|s|<i>" (spec 4.3.3), schema.c. */
@@ -81,7 +95,24 @@ int lmca__check_key(const char *key, lmca_err_t *err);
    has no tab), without trailing newlines; `*n` is its length. limits.c. */
 const char *lmca__info_value(const char *info, size_t *n);
 
-/* TTL to send: -1 (never) for pinned records, else default_ttl_seconds. */
-uint32_t lmca__ttl(const lmca_t *h, bool pin);
+/* cache.c: the eviction plan at open, and looks at the namespace while writing
+   (at most every 10 s, on one thread). */
+void lmca__cache_open(lmca_t *h);
+void lmca__cache_watch(lmca_t *h);
+
+/* A void time (unix seconds) for a chunk of `records` records from the handle's
+   clock, or 0 when default_ttl_seconds is not positive (the TTL is sent as set). */
+uint64_t lmca__void_at(lmca_t *h, uint32_t records);
+
+/* The TTL to send now for a record of a chunk due at `void_at`, so that every
+   record of the chunk lands in that second: -1 (never) when pinned. */
+uint32_t lmca__record_ttl(const lmca_t *h, uint64_t void_at, bool pin);
+
+/* Before a put step: LMCA_OK, or LMCA_EFULL (counted as dropped unsent) while
+   the namespace is known to be full. Also looks at the namespace when due. */
+int lmca__cache_gate(lmca_t *h, lmca_put_t *p, lmca_err_t *err);
+
+/* After a put's commit landed: counts a retried put, opens the gate. */
+void lmca__cache_landed(lmca_t *h, lmca_put_t *p);
 
 #endif /* LMCA_INTERNAL_H */

@@ -100,6 +100,13 @@ lmca_server_info_parse(const char *info, lmca_server_info_t *out, lmca_err_t *er
         {"stop-writes-sys-memory-pct", offsetof(lmca_server_info_t, stop_writes_sys_memory_pct),
          false},
         {"storage-engine.data-size", offsetof(lmca_server_info_t, data_size), false},
+        {"storage-engine.evict-used-pct", offsetof(lmca_server_info_t, evict_used_pct), false},
+        {"evict-tenths-pct", offsetof(lmca_server_info_t, evict_tenths_pct), false},
+        {"evict-hist-buckets", offsetof(lmca_server_info_t, evict_hist_buckets), false},
+        {"objects", offsetof(lmca_server_info_t, objects), false},
+        {"non_expirable_objects", offsetof(lmca_server_info_t, non_expirable_objects), false},
+        {"data_used_bytes", offsetof(lmca_server_info_t, data_used_bytes), false},
+        {"data_total_bytes", offsetof(lmca_server_info_t, data_total_bytes), false},
     };
     size_t n, len;
     const char *s, *v;
@@ -108,6 +115,9 @@ lmca_server_info_parse(const char *info, lmca_server_info_t *out, lmca_err_t *er
     out->nsup_period = out->default_ttl = -1;
     out->stop_writes_used_pct = out->stop_writes_avail_pct = -1;
     out->stop_writes_sys_memory_pct = out->data_size = -1;
+    out->evict_used_pct = out->evict_tenths_pct = out->evict_hist_buckets = -1;
+    out->objects = out->non_expirable_objects = -1;
+    out->data_used_bytes = out->data_total_bytes = -1;
     if (info == NULL)
         return lmca__fail(err, LMCA_ENAMESPACE, 0, "namespace info: no answer");
     s = info_body(info, &n);

@@ -30,11 +30,13 @@ struct lmca__wire {
     char ns[32];
     char set[64];
     bool connected;
-    as_policy_read read;
+    as_policy_read read;   /* gets: read-touch as configured */
+    as_policy_read peek;   /* everything else (lookups, stats): never touches */
     as_policy_write write;
     as_policy_remove remove;
     as_policy_operate operate;
-    as_policy_batch batch;
+    as_policy_batch batch; /* likewise, batch gets ... */
+    as_policy_batch batch_peek; /* ... and batch lookups */
     as_policy_batch batch_write_parent;
     as_policy_batch_write batch_write;
     as_policy_batch_write batch_touch;
@@ -103,10 +105,10 @@ advice(int status)
     case LMCA_ETTL:
         return "; set nsup-period > 0 on the namespace, or default_ttl_seconds to -1 or 0";
     case LMCA_EBUSY:
-        return "; retry with backoff";
+        return "; passes with load: puts retry for backpressure_ms";
     case LMCA_EFULL:
-        return "; the namespace is out of space: remove data, add capacity or raise its "
-               "stop-writes limits; retrying will not help";
+        return "; the namespace is at stop-writes until NSUP evicts (puts retry for "
+               "backpressure_ms) or space is freed";
     default:
         return "";
     }
@@ -154,6 +156,13 @@ init_policies(lmca__wire *w, const lmca_config_t *cfg)
     as_policy_read_init(&w->read);
     w->read.base.total_timeout = cfg->read_timeout_ms;
     w->read.replica = replicas[cfg->replica];
+    /* Read-touch on reads of payloads only: a lookup that touched a meta record
+       but not its segments would let the meta record outlive them (present, but
+       a get misses), and a stat is not a use. -1 is the wire's "never", which
+       also overrides a namespace default-read-touch-ttl-pct. */
+    w->peek = w->read;
+    w->read.read_touch_ttl_percent = cfg->read_touch_ttl_percent;
+    w->peek.read_touch_ttl_percent = -1;
     as_policy_write_init(&w->write);
     w->write.base.total_timeout = cfg->write_timeout_ms;
     w->write.commit_level = commit;
@@ -168,6 +177,9 @@ init_policies(lmca__wire *w, const lmca_config_t *cfg)
     as_policy_batch_init(&w->batch);
     w->batch.base.total_timeout = cfg->read_timeout_ms;
     w->batch.replica = replicas[cfg->replica];
+    w->batch_peek = w->batch;
+    w->batch.read_touch_ttl_percent = cfg->read_touch_ttl_percent;
+    w->batch_peek.read_touch_ttl_percent = -1;
     as_policy_batch_parent_write_init(&w->batch_write_parent);
     w->batch_write_parent.base.total_timeout = cfg->write_timeout_ms;
     as_policy_batch_write_init(&w->batch_write);
@@ -503,16 +515,18 @@ lmca__wire_read(lmca__wire *w, const char *key, const char *const *names, const 
     as_record *rec = NULL;
     as_status rc;
 
+    const as_policy_read *policy = payload ? &w->read : &w->peek;
+
     read_reset(r);
     as_key_init_str(&k, w->ns, w->set, key);
     if (w->fast) {
         COUNT(w, fast_ops);
-        rc = lmca__fast_select(&w->as, &e, &w->read, &k, names, payload, r);
+        rc = lmca__fast_select(&w->as, &e, policy, &k, names, payload, r);
         return r->result = rc == AEROSPIKE_OK ? LMCA_OK : fail(err, &e, "get", key);
     }
     COUNT(w, client_ops);
-    rc = names ? aerospike_key_select(&w->as, &e, &w->read, &k, (const char **)names, &rec)
-               : aerospike_key_get(&w->as, &e, &w->read, &k, &rec);
+    rc = names ? aerospike_key_select(&w->as, &e, policy, &k, (const char **)names, &rec)
+               : aerospike_key_get(&w->as, &e, policy, &k, &rec);
     if (rc != AEROSPIKE_OK)
         return r->result = fail(err, &e, "get", key);
     take_record(rec, payload, r);
@@ -580,7 +594,7 @@ lmca__wire_read_many(lmca__wire *w, const char *const *keys, size_t n, const cha
         r->n_bin_names = nnames;
         read_reset(&rs[i]);
     }
-    call = aerospike_batch_read(&w->as, &e, &w->batch, &recs);
+    call = aerospike_batch_read(&w->as, &e, payload ? &w->batch : &w->batch_peek, &recs);
     rc = batch_result(call, err, &e, &recs, "batch get", keys[0]);
     for (size_t i = 0; i < n; i++) {
         as_batch_read_record *r = as_vector_get(&recs.list, (uint32_t)i);

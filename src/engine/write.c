@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "schema.h"
 
@@ -52,8 +53,9 @@ explain_full(const lmca_t *h, const lmca_put_t *p, lmca_err_t *err)
     setting(limits, sizeof limits, at, "storage-engine.data-size", s->data_size);
     return lmca__fail(err, LMCA_EFULL, err ? err->as_code : 8,
                       "put \"%s\": namespace \"%s\" is full: the server stopped writes at its "
-                      "stop-writes limits (%s ); free space (remove or expire chunks), add "
-                      "capacity, or raise those limits. Retrying will not help until then",
+                      "stop-writes limits (%s ); it takes writes again once NSUP evicts "
+                      "(evict-used-pct below those limits: `lmcache-aerospike probe`), or free "
+                      "space, add capacity, or raise those limits",
                       p->key, h->cfg.namespace_, at ? limits + 1 : "not reported");
 }
 
@@ -92,6 +94,12 @@ lmca_put_begin(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
     p->meta.tot_b = p->len;
     p->meta.wid = lmca__new_wid(h);
     p->meta.pin = p->opts && p->opts->pin;
+    /* Its place on the void-time clock: drawn now, so void times follow the
+       order in which puts begin (cache.c). */
+    p->void_at = p->meta.pin ? 0 : lmca__void_at(h, plan.nseg > 1 ? plan.nseg + 1 : 1);
+    p->deadline_ms = 0;
+    p->refusals = 0;
+    p->dropped = false;
     return LMCA_OK;
 }
 
@@ -111,7 +119,8 @@ write_segment(lmca_t *h, const lmca_put_t *p, uint32_t index, lmca_err_t *err)
                                     lmca_segment_len(&p->meta, index), h->cfg.enable_crc32);
 
     lmca__segment_key(skey, p->key, index);
-    return lmca__wire_write(h->wire, skey, bins, n, lmca__ttl(h, p->meta.pin), err);
+    return lmca__wire_write(h->wire, skey, bins, n,
+                            lmca__record_ttl(h, p->void_at, p->meta.pin), err);
 }
 
 /* Segments [first, first + n) in one batch call. */
@@ -134,7 +143,7 @@ write_segment_batch(lmca_t *h, const lmca_put_t *p, uint32_t first, uint32_t n, 
                               .nbins = lmca__segment_bins(b, &p->meta, segment_src(p, s),
                                                           lmca_segment_len(&p->meta, s),
                                                           h->cfg.enable_crc32),
-                              .ttl = lmca__ttl(h, p->meta.pin)};
+                              .ttl = lmca__record_ttl(h, p->void_at, p->meta.pin)};
     }
     rc = lmca__wire_write_many(h->wire, rows, n, err);
     free(keys);
@@ -142,7 +151,7 @@ write_segment_batch(lmca_t *h, const lmca_put_t *p, uint32_t first, uint32_t n, 
 }
 
 int
-lmca_put_segments(lmca_t *h, const lmca_put_t *p, uint32_t first, uint32_t count,
+lmca_put_segments(lmca_t *h, lmca_put_t *p, uint32_t first, uint32_t count,
                   lmca_err_t *err)
 {
     const lmca_meta_t *m = &p->meta;
@@ -152,6 +161,8 @@ lmca_put_segments(lmca_t *h, const lmca_put_t *p, uint32_t first, uint32_t count
     if (m->nseg < 2 || first >= m->nseg || count > m->nseg - first)
         return lmca__fail(err, LMCA_EINVAL, 0, "put \"%s\": segments %u+%u of a %u-segment plan",
                           p->key, first, count, m->nseg);
+    if ((rc = lmca__cache_gate(h, p, err)) != LMCA_OK)
+        return rc;
     end = first + count;
     for (uint32_t i = first; rc == LMCA_OK && i < end; i += step) {
         uint32_t n = end - i < step ? end - i : step;
@@ -176,11 +187,18 @@ lmca_put_commit(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
     lmca__bin bins[LMCA__META_BINS];
     unsigned n;
 
+    int rc = lmca__cache_gate(h, p, err);
+
+    if (rc != LMCA_OK)
+        return rc;
     seal(h, p);
     n = lmca__meta_bins(bins, &p->meta, p->buf, p->opts);
     lmca__meta_key(mkey, p->key);
-    return explain(h, p, lmca__wire_write(h->wire, mkey, bins, n, lmca__ttl(h, p->meta.pin), err),
-                   err);
+    rc = lmca__wire_write(h->wire, mkey, bins, n,
+                          lmca__record_ttl(h, p->void_at, p->meta.pin), err);
+    if (rc == LMCA_OK)
+        lmca__cache_landed(h, p);
+    return explain(h, p, rc, err);
 }
 
 /* Commits puts [0, n) in one batch call. */
@@ -204,11 +222,12 @@ commit_group(lmca_t *h, lmca_put_t *ps, size_t n, int *results, lmca_err_t *err)
         lmca__meta_key(keys[i], ps[i].key);
         rows[i] = (lmca__row){.key = keys[i], .bins = b,
                               .nbins = lmca__meta_bins(b, &ps[i].meta, ps[i].buf, ps[i].opts),
-                              .ttl = lmca__ttl(h, ps[i].meta.pin)};
+                              .ttl = lmca__record_ttl(h, ps[i].void_at, ps[i].meta.pin)};
     }
     rc = lmca__wire_write_many(h->wire, rows, n, err);
     for (size_t i = 0; i < n; i++)
-        results[i] = rows[i].result;
+        if ((results[i] = rows[i].result) == LMCA_OK)
+            lmca__cache_landed(h, &ps[i]);
     if (rc != LMCA_OK) {
         for (size_t i = 0; i < n; i++)
             if (rows[i].result == rc) { /* the first failing row names the batch */
@@ -246,6 +265,11 @@ lmca_put_commit_many(lmca_t *h, lmca_put_t *ps, size_t n, int *results, lmca_err
                             "put \"%s\": lmca_put_commit_many takes begun single-record puts; "
                             "this one has %u segments",
                             ps[i].key ? ps[i].key : "(null)", ps[i].meta.nseg);
+    /* The gate is the handle's: closed for one put, closed for all (each is
+       counted as dropped). */
+    if (rc == LMCA_OK && n > 0 && (rc = lmca__cache_gate(h, &ps[0], err)) != LMCA_OK)
+        for (size_t i = 1; i < n; i++)
+            lmca__cache_gate(h, &ps[i], NULL);
     if (rc != LMCA_OK) { /* nothing was written: every row says why */
         for (size_t i = 0; i < n; i++)
             results[i] = rc;
@@ -284,20 +308,47 @@ lmca_put_abort(lmca_t *h, const lmca_put_t *p)
     free(keys);
 }
 
+static void
+sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* Segments [first, first + count) of a blocking put, each group tried again
+   while the server's refusals pass (lmca_put_backoff). */
+static int
+put_segments_waiting(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
+{
+    uint32_t step = lmca__batch_rows(h, p->meta.seg_b), nseg = p->meta.nseg;
+    int rc = LMCA_OK, wait;
+
+    for (uint32_t i = 0; rc == LMCA_OK && i < nseg; i += step) {
+        uint32_t n = nseg - i < step ? nseg - i : step;
+        while ((rc = lmca_put_segments(h, p, i, n, err)) != LMCA_OK &&
+               (wait = lmca_put_backoff(h, p, rc)) >= 0)
+            sleep_ms(wait);
+    }
+    return rc;
+}
+
 int
 lmca_put(lmca_t *h, const char *key, const void *buf, size_t len, const lmca_put_opts_t *opts,
          lmca_err_t *err)
 {
     lmca_put_t p = {.key = key, .buf = buf, .len = len, .opts = opts};
-    int rc = lmca_put_begin(h, &p, err);
+    int rc = lmca_put_begin(h, &p, err), wait;
 
     if (rc != LMCA_OK)
         return rc;
     /* Segments first, every row checked; the meta record last publishes them. */
     if (p.meta.nseg > 1)
-        rc = lmca_put_segments(h, &p, 0, p.meta.nseg, err);
+        rc = put_segments_waiting(h, &p, err);
     if (rc == LMCA_OK)
-        rc = lmca_put_commit(h, &p, err);
+        while ((rc = lmca_put_commit(h, &p, err)) != LMCA_OK &&
+               (wait = lmca_put_backoff(h, &p, rc)) >= 0)
+            sleep_ms(wait);
     if (rc != LMCA_OK)
         lmca_put_abort(h, &p);
     return rc;

@@ -261,15 +261,32 @@ ext_stats(Connector *self, PyObject *Py_UNUSED(ignored))
     lmca_stats(self->h, &e);
 #define U(x) (unsigned long long)(x)
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "submitted",
-        U(p.submitted),
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
+        "s:K,s:K,s:K,s:K,s:K,s:O}",
+        "submitted", U(p.submitted),
         "completed", U(p.completed), "canceled", U(p.canceled), "queued", U(p.queued),
         "bytes_read", U(p.bytes_read), "bytes_written", U(p.bytes_written), "corrupt",
         U(e.corrupt), "torn", U(e.torn), "crc_mismatch", U(e.crc_mismatch), "puts_aborted",
         U(e.puts_aborted), "segments_removed", U(e.segments_removed), "segments_left",
         U(e.segments_left), "fast_ops", U(e.fast_ops), "client_ops", U(e.client_ops),
-        "guesses_confirmed", U(e.guesses_confirmed), "guesses_missed", U(e.guesses_missed));
+        "guesses_confirmed", U(e.guesses_confirmed), "guesses_missed", U(e.guesses_missed),
+        "puts_retried", U(e.puts_retried), "write_retries", U(e.write_retries),
+        "dropped_full", U(e.dropped_full), "dropped_busy", U(e.dropped_busy),
+        "dropped_unsent", U(e.dropped_unsent), "full", e.full ? Py_True : Py_False);
 #undef U
+}
+
+PyObject *
+ext_eviction(Connector *self, PyObject *Py_UNUSED(ignored))
+{
+    lmca_eviction_t e;
+
+    if (ext_check_open(self) < 0)
+        return NULL;
+    lmca_eviction(self->h, &e);
+    return Py_BuildValue("{s:O,s:K,s:K,s:I}", "enabled", e.enabled ? Py_True : Py_False,
+                         "records", (unsigned long long)e.records, "target",
+                         (unsigned long long)e.target, "per_second", (unsigned)e.per_second);
 }
 
 /* ---------------------------------------------------------------------------

@@ -759,9 +759,15 @@ static PyMethodDef connector_methods[] = {
     {"inspect", (PyCFunction)ext_inspect, METH_O,
      "inspect(key) -> dict | None: the meta record (as stat, ttl -1 = never), each "
      "segment's state and the payload's CRC verdict; None on a miss."},
+    {"eviction", (PyCFunction)ext_eviction, METH_NOARGS,
+     "eviction() -> dict: the eviction plan in force (enabled, records, target, per_second: "
+     "the most records this engine gives one second of void time), from its last look at "
+     "the namespace"},
     {"stats", (PyCFunction)ext_stats, METH_NOARGS,
      "stats() -> dict: counters since open (pool work, corrupt records, aborted puts, "
-     "records on the fast path and on the client's calls)."},
+     "records on the fast path and on the client's calls, backpressure: puts_retried, "
+     "write_retries, dropped_full, dropped_busy, dropped_unsent, and full: stores are being "
+     "dropped unsent)."},
     {NULL, NULL, 0, NULL},
 };
 

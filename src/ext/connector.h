@@ -90,6 +90,7 @@ PyObject *ext_ping(Connector *self, PyObject *ignored);
 PyObject *ext_limits(Connector *self, PyObject *ignored);
 PyObject *ext_plan(Connector *self, PyObject *nbytes);
 PyObject *ext_stats(Connector *self, PyObject *ignored);
+PyObject *ext_eviction(Connector *self, PyObject *ignored);
 PyObject *ext_list_keys(Connector *self, PyObject *args, PyObject *kwargs);
 
 /* operator.c: the operator's calls (the CLI's probe, stats, ls, inspect,

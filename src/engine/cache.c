@@ -1,0 +1,330 @@
+/*
+ * cache.c - what a full namespace asks of the engine: void times that NSUP can
+ * evict, backpressure instead of failed stores, and stores dropped cheaply when
+ * the tier truly cannot keep up (DESIGN.md, "A cache that stays full").
+ *
+ * Void times. NSUP evicts by void time in whole seconds and refuses a second
+ * holding more records than its per-cycle target (lmca.h, "Eviction by void
+ * time"). Every record of a chunk gets the chunk's one void time, drawn from a
+ * clock per handle that hands seconds out in write order and at most
+ * `per_second` records each: a burst of stores runs ahead of now + TTL instead
+ * of piling into one second that NSUP would never evict. All the records of a
+ * chunk are sent the TTL that lands them in that one second, so they are
+ * evicted in the same cycle: a meta record due a second before its segments
+ * left orphans at every cycle's edge (3 % of the records of a 1 GiB cache, a
+ * quarter of a cycle's target each time), one due after them a meta record
+ * naming segments that are gone. A write that crosses a second on its way can
+ * still land one second off, which the next cycle clears.
+ *
+ * Backpressure. Stop-writes on a namespace that evicts, and device overload,
+ * pass: lmca_put_backoff says when to try a refused step again, within
+ * backpressure_ms. A put that spends it on stop-writes closes a gate: puts are
+ * dropped without a round trip for full_recheck_ms, then one is let through to
+ * look again (a refusal then closes the gate at once; a landed put opens it).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "schema.h"
+
+/* The clock gives a second of void time a quarter of NSUP's per-cycle target:
+   a cycle takes about two seconds (find, then evict a second later), so one
+   writer at the pace NSUP evicts fills two seconds per cycle at half the
+   target each, and bursts, touches and other writers have room before a second
+   reaches the target. */
+#define TARGET_SHARE 4
+/* How often a writing handle looks at the namespace again. */
+#define WATCH_MS 10000
+/* At most one warning about dropped stores per cause and interval. */
+#define WARN_MS 60000
+/* Backoff: from 2 ms, doubling, to at most 200 ms, jittered. */
+#define BACKOFF_FIRST_MS 2
+#define BACKOFF_MAX_MS 200
+/* Aerospike refuses TTLs above 10 years. */
+#define TTL_MAX 315360000u
+
+static uint64_t
+now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static uint64_t
+mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---------------------------------------------------------------------------
+ * The eviction plan (pure).
+ */
+
+/* The namespace's capacity: its device or memory size. */
+static uint64_t
+capacity(const lmca_server_info_t *s)
+{
+    if (s->data_total_bytes > 0)
+        return (uint64_t)s->data_total_bytes;
+    return s->data_size > 0 ? (uint64_t)s->data_size : 0;
+}
+
+void
+lmca_eviction_plan(const lmca_server_info_t *srv, const lmca_limits_t *limits,
+                   const lmca_config_t *cfg, lmca_eviction_t *out)
+{
+    uint64_t mean, records;
+
+    memset(out, 0, sizeof *out);
+    out->per_second = cfg->records_per_void_second;
+    out->enabled = srv->evict_used_pct > 0 && srv->nsup_period > 0 &&
+                   cfg->default_ttl_seconds > 0 && srv->evict_tenths_pct > 0;
+    if (!out->enabled)
+        return;
+    /* Records at evict-used-pct: the capacity over the mean record the namespace
+       holds, or, while it is nearly empty, over a full segment (fewer, larger
+       records than the truth: a smaller target, the safe side). */
+    mean = srv->objects >= 64 && srv->data_used_bytes > 0
+               ? (uint64_t)srv->data_used_bytes / (uint64_t)srv->objects
+               : limits->target_segment_bytes;
+    records = capacity(srv) / 100 * (uint64_t)srv->evict_used_pct / (mean ? mean : 1);
+    /* Never-expiring records (pinned chunks) are not in NSUP's histogram. */
+    if (srv->objects > 0 && srv->non_expirable_objects > 0 &&
+        srv->non_expirable_objects <= srv->objects)
+        records -= records / (uint64_t)srv->objects * (uint64_t)srv->non_expirable_objects;
+    out->records = records;
+    out->target = records * (uint64_t)srv->evict_tenths_pct / 1000;
+    if (out->per_second == 0) {
+        uint64_t k = out->target / TARGET_SHARE;
+        out->per_second = k == 0 ? 1 : k > UINT32_MAX ? UINT32_MAX : (uint32_t)k;
+    }
+}
+
+static void
+set_plan(lmca_t *h, const lmca_eviction_t *e)
+{
+    atomic_store_explicit(&h->cache.per_second, e->per_second, memory_order_relaxed);
+    atomic_store_explicit(&h->cache.target, e->target, memory_order_relaxed);
+    atomic_store_explicit(&h->cache.records, e->records, memory_order_relaxed);
+    atomic_store_explicit(&h->cache.enabled, e->enabled, memory_order_relaxed);
+}
+
+void
+lmca_eviction(lmca_t *h, lmca_eviction_t *out)
+{
+    out->enabled = atomic_load_explicit(&h->cache.enabled, memory_order_relaxed);
+    out->records = atomic_load_explicit(&h->cache.records, memory_order_relaxed);
+    out->target = atomic_load_explicit(&h->cache.target, memory_order_relaxed);
+    out->per_second = (uint32_t)atomic_load_explicit(&h->cache.per_second, memory_order_relaxed);
+}
+
+void
+lmca__cache_open(lmca_t *h)
+{
+    lmca_eviction_t e;
+    lmca_eviction_plan(&h->server, &h->limits, &h->cfg, &e);
+    set_plan(h, &e);
+    atomic_store(&h->cache.watch_next_ms, mono_ms() + WATCH_MS);
+    if (e.enabled)
+        lmca__log(&h->cfg, LMCA_LOG_INFO,
+                  "namespace '%s' evicts: at most %llu of about %llu records per NSUP cycle; "
+                  "this handle gives a second of void time at most %u records",
+                  h->cfg.namespace_, (unsigned long long)e.target,
+                  (unsigned long long)e.records, e.per_second);
+}
+
+/* Looks at the namespace again, at most every WATCH_MS, on one thread: the
+   plan follows the records it holds. A failed look keeps the last plan. */
+void
+lmca__cache_watch(lmca_t *h)
+{
+    uint64_t now = mono_ms(), next = atomic_load_explicit(&h->cache.watch_next_ms,
+                                                           memory_order_relaxed);
+    char req[64], *answer = NULL;
+    lmca_server_info_t srv;
+    lmca_eviction_t e;
+
+    if (now < next || !atomic_compare_exchange_strong(&h->cache.watch_next_ms, &next,
+                                                      now + WATCH_MS))
+        return;
+    snprintf(req, sizeof req, "namespace/%s", h->cfg.namespace_);
+    if (lmca__wire_info(h->wire, req, &answer, NULL) == LMCA_OK &&
+        lmca_server_info_parse(answer, &srv, NULL) == LMCA_OK) {
+        lmca_eviction_plan(&srv, &h->limits, &h->cfg, &e);
+        set_plan(h, &e);
+    }
+    free(answer);
+}
+
+/* ---------------------------------------------------------------------------
+ * The void-time clock.
+ */
+
+uint64_t
+lmca__void_at(lmca_t *h, uint32_t records)
+{
+    uint64_t base, step, start, old;
+    uint32_t k;
+
+    if (h->cfg.default_ttl_seconds <= 0) /* never, keep, or the namespace's default */
+        return 0;
+    base = now_us() + (uint64_t)h->cfg.default_ttl_seconds * 1000000u;
+    k = (uint32_t)atomic_load_explicit(&h->cache.per_second, memory_order_relaxed);
+    if (k == 0)
+        return base / 1000000u;
+    step = 1000000u / k ? 1000000u / k : 1;
+    old = atomic_load_explicit(&h->cache.void_next_us, memory_order_relaxed);
+    do
+        start = old > base ? old : base;
+    while (!atomic_compare_exchange_weak(&h->cache.void_next_us, &old,
+                                         start + (uint64_t)records * step));
+    return start / 1000000u;
+}
+
+uint32_t
+lmca__record_ttl(const lmca_t *h, uint64_t void_at, bool pin)
+{
+    uint64_t now;
+
+    if (pin)
+        return UINT32_MAX;
+    if (void_at == 0) /* Aerospike's special TTLs: 0 default, -1 never, -2 keep */
+        return (uint32_t)h->cfg.default_ttl_seconds;
+    now = now_us() / 1000000u;
+    if (void_at <= now)
+        return 1;
+    return void_at - now > TTL_MAX ? TTL_MAX : (uint32_t)(void_at - now);
+}
+
+/* ---------------------------------------------------------------------------
+ * Backpressure, drops and the full gate.
+ */
+
+static void
+warn_drops(lmca_t *h, int rc)
+{
+    lmca__cache *c = &h->cache;
+    uint64_t now = mono_ms(), next = atomic_load(&c->warn_next_ms);
+    uint64_t full = atomic_load(&h->counters.dropped_full);
+    uint64_t busy = atomic_load(&h->counters.dropped_busy);
+    uint64_t unsent = atomic_load(&h->counters.dropped_unsent);
+
+    if (now < next || !atomic_compare_exchange_strong(&c->warn_next_ms, &next, now + WARN_MS))
+        return;
+    if (rc == LMCA_EFULL)
+        lmca__log(&h->cfg, LMCA_LOG_WARNING,
+                  "dropped stores: namespace '%s' stayed at stop-writes for backpressure_ms=%u "
+                  "(%llu dropped since open, %llu of them unsent while it was known full, "
+                  "%llu for load): NSUP is not evicting as fast as stores arrive; run "
+                  "`lmcache-aerospike probe` (evict-used-pct below stop-writes-used-pct, "
+                  "evict-tenths-pct, evict-hist-buckets), add capacity, or raise "
+                  "backpressure_ms",
+                  h->cfg.namespace_, h->cfg.backpressure_ms, (unsigned long long)full,
+                  (unsigned long long)unsent, (unsigned long long)busy);
+    else
+        lmca__log(&h->cfg, LMCA_LOG_WARNING,
+                  "dropped stores: namespace '%s' refused writes for load (device overload or "
+                  "a busy key) for backpressure_ms=%u (%llu dropped since open, %llu for "
+                  "space): raise the namespace's storage-engine max-write-cache, add devices, "
+                  "or raise backpressure_ms",
+                  h->cfg.namespace_, h->cfg.backpressure_ms, (unsigned long long)busy,
+                  (unsigned long long)full);
+}
+
+/* Counts a put dropped for `rc`, once per put. */
+static void
+drop(lmca_t *h, lmca_put_t *p, int rc, bool unsent)
+{
+    if (__atomic_exchange_n(&p->dropped, true, __ATOMIC_RELAXED))
+        return;
+    if (rc == LMCA_EFULL) {
+        LMCA__COUNT(h, dropped_full);
+        if (unsent)
+            LMCA__COUNT(h, dropped_unsent);
+    } else {
+        LMCA__COUNT(h, dropped_busy);
+    }
+    warn_drops(h, rc);
+}
+
+static void
+close_gate(lmca_t *h, uint64_t now)
+{
+    atomic_store(&h->cache.full_until_ms, now + h->cfg.full_recheck_ms);
+    atomic_store(&h->cache.full_known, true);
+}
+
+int
+lmca__cache_gate(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
+{
+    uint64_t now, until = atomic_load_explicit(&h->cache.full_until_ms, memory_order_relaxed);
+
+    lmca__cache_watch(h);
+    if (until == 0 || (now = mono_ms()) >= until)
+        return LMCA_OK;
+    drop(h, p, LMCA_EFULL, true);
+    return lmca__fail(err, LMCA_EFULL, 8,
+                      "put \"%s\": dropped unsent: namespace \"%s\" stayed at stop-writes for "
+                      "backpressure_ms=%u; the next store in %llu ms looks again",
+                      p->key, h->cfg.namespace_, h->cfg.backpressure_ms,
+                      (unsigned long long)(until - now));
+}
+
+void
+lmca__cache_landed(lmca_t *h, lmca_put_t *p)
+{
+    if (__atomic_load_n(&p->refusals, __ATOMIC_RELAXED) > 0)
+        LMCA__COUNT(h, puts_retried);
+    if (atomic_load_explicit(&h->cache.full_known, memory_order_relaxed))
+        atomic_store(&h->cache.full_known, false);
+}
+
+/* A jittered wait for the n-th refusal (0-based): half fixed, half random. */
+static uint32_t
+backoff_ms(lmca_t *h, uint32_t n)
+{
+    uint32_t wait = BACKOFF_FIRST_MS << (n < 7 ? n : 7);
+    uint64_t r = lmca__new_wid(h); /* a fresh random 64-bit value, never 0 */
+    if (wait > BACKOFF_MAX_MS)
+        wait = BACKOFF_MAX_MS;
+    return wait / 2 + (uint32_t)(r % (wait / 2 + 1));
+}
+
+int
+lmca_put_backoff(lmca_t *h, lmca_put_t *p, int rc)
+{
+    uint64_t now, deadline, zero = 0;
+    uint32_t n, wait;
+
+    if (rc != LMCA_EFULL && rc != LMCA_EBUSY)
+        return -1;
+    now = mono_ms();
+    if (rc == LMCA_EFULL) {
+        uint64_t until = atomic_load(&h->cache.full_until_ms);
+        /* The gate closed while this put waited, or this put was the one let
+           through to look: the namespace is still full, so stop at once. */
+        if ((until != 0 && now < until) || atomic_load(&h->cache.full_known)) {
+            close_gate(h, now);
+            drop(h, p, rc, false);
+            return -1;
+        }
+    }
+    n = __atomic_fetch_add(&p->refusals, 1, __ATOMIC_RELAXED);
+    __atomic_compare_exchange_n(&p->deadline_ms, &zero, now + h->cfg.backpressure_ms, false,
+                                __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    deadline = __atomic_load_n(&p->deadline_ms, __ATOMIC_RELAXED);
+    if (now >= deadline) {
+        if (rc == LMCA_EFULL)
+            close_gate(h, now);
+        drop(h, p, rc, false);
+        return -1;
+    }
+    LMCA__COUNT(h, write_retries);
+    wait = backoff_ms(h, n);
+    return (int)(now + wait > deadline ? deadline - now : wait);
+}
