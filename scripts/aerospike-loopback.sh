@@ -69,7 +69,8 @@ lmcache_namespace() {
     evict-hist-buckets ${LOOPBACK_EVICT_HIST_BUCKETS:-1000000}
     storage-engine $storage
         evict-used-pct ${LOOPBACK_EVICT_USED_PCT:-60}
-        stop-writes-used-pct ${LOOPBACK_STOP_WRITES_USED_PCT:-70}" ;;
+        stop-writes-used-pct ${LOOPBACK_STOP_WRITES_USED_PCT:-70}
+        stop-writes-avail-pct ${LOOPBACK_STOP_WRITES_AVAIL_PCT:-5}" ;;
     *) echo "    storage-engine $storage" ;;
     esac
     echo "    }

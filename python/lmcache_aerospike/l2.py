@@ -149,7 +149,8 @@ class AerospikeL2Adapter(L2AdapterInterface):
         self._last_error = error
         if error.startswith(("ECONNECTION", "ETIMEOUT")):
             self._connection_failures += 1
-        logger.warning("aerospike L2: %s", error)
+        if not metrics.dropped(error):  # drops: the engine counts them and warns
+            logger.warning("aerospike L2: %s", error)
 
     # -- store -------------------------------------------------------------------
 

@@ -25,8 +25,11 @@ from typing import Any, Callable, Iterable
 
 # Ops: get, put, exists, batched_get, batched_put, batched_contains,
 # batched_async_contains, remove, lookup, store, load, delete.
-# Results: hit, miss, ok, timeout, record_too_big, busy, error.
-_RESULT_OF_STATUS = {"ETIMEOUT": "timeout", "ETOO_BIG": "record_too_big", "EBUSY": "busy"}
+# Results: hit, miss, ok, timeout, record_too_big, busy, full, error. A store
+# dropped after the engine's backpressure (stop-writes, device overload) counts
+# as full or busy: the drops by cause.
+_RESULT_OF_STATUS = {"ETIMEOUT": "timeout", "ETOO_BIG": "record_too_big", "EBUSY": "busy",
+                     "EFULL": "full"}
 
 LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 SEGMENT_COUNT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -36,6 +39,14 @@ SEGMENT_BYTES_BUCKETS = tuple(float(1 << s) for s in range(10, 27, 2))  # 1 KiB 
 def result_of(error: str) -> str:
     """The result label of a failed op, from its error text ("ETIMEOUT: ...")."""
     return _RESULT_OF_STATUS.get(error.split(":", 1)[0], "error")
+
+
+def dropped(error: str) -> bool:
+    """Whether a failed store was dropped by the engine's backpressure: the server
+    refused it for space or load for all of backpressure_ms, or the namespace was
+    known to be full. The engine counts it (stats()) and warns at most once a
+    minute; the surfaces do not raise it into LMCache nor log it per store."""
+    return error.startswith(("EFULL:", "EBUSY:"))
 
 
 class Metrics:

@@ -374,8 +374,13 @@ class AerospikeRemoteConnector(RemoteConnector):
         self.metrics.in_flight(len(views))
         try:
             with self.metrics.timed(op) as t:
-                ok, error, _ = await self._run("submit_batch_set",
+                ok, error, stored = await self._run("submit_batch_set",
                                                     [k.to_string() for k in keys], views, **kwargs)
+                if not ok and metrics.dropped(error):
+                    # A full or overloaded tier drops stores; LMCache must not see
+                    # an error for each (the engine counts them and warns).
+                    t.results = [metrics.result_of(error)]
+                    return
                 _raise_unless(ok, error)
                 t.results = ["ok"] * len(keys)
         finally:

@@ -310,8 +310,9 @@ class AerospikeStoragePlugin(StoragePluginInterface):
             self._put_keys.difference_update(keys)
             self._puts.discard(future)
         if not ok:
-            logger.warning("aerospike storage plugin %s: put of %d chunks: %s", self.name,
-                           len(keys), self.conn._redact(error, [k.to_string() for k in keys]))
+            if not metrics.dropped(error):  # drops: the engine counts them and warns
+                logger.warning("aerospike storage plugin %s: put of %d chunks: %s", self.name,
+                               len(keys), self.conn._redact(error, [k.to_string() for k in keys]))
             return
         for key in keys if on_complete is not None else ():
             try:

@@ -96,7 +96,8 @@ lmca_eviction_plan(const lmca_server_info_t *srv, const lmca_limits_t *limits,
     /* Never-expiring records (pinned chunks) are not in NSUP's histogram. */
     if (srv->objects > 0 && srv->non_expirable_objects > 0 &&
         srv->non_expirable_objects <= srv->objects)
-        records -= records / (uint64_t)srv->objects * (uint64_t)srv->non_expirable_objects;
+        records -= (uint64_t)((double)records * (double)srv->non_expirable_objects /
+                              (double)srv->objects);
     out->records = records;
     out->target = records * (uint64_t)srv->evict_tenths_pct / 1000;
     if (out->per_second == 0) {

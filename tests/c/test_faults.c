@@ -165,6 +165,7 @@ TEST(failed_batch_row_fails_the_put_and_names_the_row)
     cfg.min_segment_bytes = 32 * 1024;
     cfg.target_segment_bytes = 64 * 1024; /* small segments go in one batch */
     cfg.batch_threshold_bytes = 128 * 1024;
+    cfg.backpressure_ms = 100; /* the overload stays: retried briefly, then named */
     ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
     snprintf(reckey, sizeof reckey, "%s|s|3", key);
     snprintf(spec, sizeof spec, "kind=result;code=18;op=batch;digest=%s",

@@ -18,13 +18,14 @@
 
 /* A handle whose chunks of 3 * 64 KiB + 1000 bytes have three segments. */
 static lmca_t *
-open_small_segments(void)
+open_small_segments(uint32_t backpressure_ms)
 {
     lmca_config_t cfg;
     lmca_t *h = NULL;
     lmca_err_t err = {0};
     th_config_segments(&cfg);
     cfg.batch_threshold_bytes = 16 * KIB; /* segments one by one, as large ones go */
+    cfg.backpressure_ms = backpressure_ms;
     ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
     return h;
 }
@@ -50,7 +51,7 @@ cut_put(lmca_t *h, const char *key, const uint8_t *buf, size_t len, uint32_t nse
 
 TEST(overwrite_cut_after_some_segments_reads_old_or_miss_never_mixed)
 {
-    lmca_t *h = open_small_segments();
+    lmca_t *h = open_small_segments(5000);
     size_t len = chunk_len(h), got;
     uint8_t *a = malloc(len), *b = malloc(len), *out = malloc(len);
     lmca_stats_t st;
@@ -83,7 +84,7 @@ TEST(overwrite_cut_after_some_segments_reads_old_or_miss_never_mixed)
 
 TEST(first_write_cut_before_its_commit_is_a_miss)
 {
-    lmca_t *h = open_small_segments();
+    lmca_t *h = open_small_segments(5000);
     size_t len = chunk_len(h), got = 1, count = 1;
     uint8_t *a = malloc(len), *out = malloc(len);
     const char *key = th_key("uncommitted");
@@ -217,7 +218,7 @@ reader_main(void *arg)
 
 TEST(racing_writers_and_readers_never_see_mixed_bytes)
 {
-    race r = {.h = open_small_segments()};
+    race r = {.h = open_small_segments(5000)};
     pthread_t t[WRITERS + READERS];
     racer who[WRITERS + READERS];
     lmca_err_t err = {0};
@@ -285,7 +286,7 @@ TEST(failed_put_removes_the_segments_it_wrote)
     lmca_err_t err = {0};
 
     th_need_fixture("fault injection");
-    h = open_small_segments();
+    h = open_small_segments(0); /* refusals fail at once: no backpressure */
     len = chunk_len(h);
     a = malloc(len);
     th_fill(a, len, 5);
@@ -344,7 +345,7 @@ wid_of(lmca_t *h, const char *key)
 
 TEST(sweep_finds_what_killed_and_overwriting_puts_leave)
 {
-    lmca_t *h = open_small_segments();
+    lmca_t *h = open_small_segments(5000);
     size_t len = chunk_len(h), small = 70 * KIB;
     uint8_t *a = malloc(len);
     const char *killed = th_key("killed"), *shrunk = th_key("shrunk"), *broken = th_key("broken");
@@ -361,7 +362,7 @@ TEST(sweep_finds_what_killed_and_overwriting_puts_leave)
     int fds[2];
     ASSERT(pipe(fds) == 0);
     if ((pid = fork()) == 0) {
-        lmca_t *child = open_small_segments();
+        lmca_t *child = open_small_segments(5000);
         uint64_t wid = cut_put(child, killed, a, len, 2);
         if (write(fds[1], &wid, sizeof wid) != sizeof wid)
             _exit(2);
@@ -396,7 +397,7 @@ TEST(sweep_finds_what_killed_and_overwriting_puts_leave)
 
 TEST(sweep_reports_can_be_removed_by_digest)
 {
-    lmca_t *h = open_small_segments();
+    lmca_t *h = open_small_segments(5000);
     size_t len = chunk_len(h);
     uint8_t *a = malloc(len);
     const char *key = th_key("swept");

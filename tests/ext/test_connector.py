@@ -412,8 +412,12 @@ def test_empty_payloads_are_chunks_on_both_surfaces(connector):
     assert connector.get(ks[1], bytearray()) == 0
 
 
-def test_server_full_is_a_capacity_error_naming_the_limits(connector, fixture_only):
-    """Result 8 (stop-writes) was reported as busy, retry with backoff."""
+def test_server_full_is_a_capacity_error_naming_the_limits(aerospike_hosts, fixture_only):
+    """Result 8 (stop-writes) was reported as busy, retry with backoff. Now the engine
+    retries it for backpressure_ms (NSUP may evict meanwhile), then names it."""
+    connector = _native.Connector(hosts=aerospike_hosts, namespace="lmcache",
+                                  set="lmca_pytest", default_ttl_seconds=60, num_workers=4,
+                                  backpressure_ms=200)
     assert info(fixture_only, "fixture-fault:kind=result;code=8;op=write") == "ok"
     try:
         with pytest.raises(_native.ServerFullError) as e:
@@ -421,6 +425,7 @@ def test_server_full_is_a_capacity_error_naming_the_limits(connector, fixture_on
         _, ok, error, _ = wait(connector, connector.submit_batch_set(keys(1), payloads([100])))
     finally:
         info(fixture_only, "fixture-clear-faults")
+        connector.close()
     assert not isinstance(e.value, _native.BusyError)
     assert e.value.name == "EFULL" and e.value.as_code == 8
     assert 'namespace "lmcache" is full' in str(e.value)

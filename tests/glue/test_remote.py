@@ -312,19 +312,32 @@ def test_a_record_stored_under_another_serde_is_a_miss(stack, aerospike_hosts):
     obj.ref_count_down()
 
 
-def test_a_read_that_times_out_is_a_miss_and_a_full_server_a_typed_error(stack, fixture_only):
-    rb, cpu, conn = stack.backend(64 * KiB, extra={"read_timeout_ms": 200})
-    (k,) = keys(1)
+def test_a_read_that_times_out_is_a_miss_and_a_full_server_drops_the_store(stack,
+                                                                            fixture_only):
+    rb, cpu, conn = stack.backend(64 * KiB, extra={"read_timeout_ms": 200,
+                                                   "backpressure_ms": 300})
+    k, other = keys(2)
     obj = full_chunk(cpu, conn)
     put(rb, k, obj)
     assert info(fixture_only, "fixture-fault:kind=delay;ms=1000;op=read;count=1") == "ok"
     assert stack.loop.run(conn.get(k)) is None  # spec 4.4.3: a timeout is a miss
-    # Result 8: the server refuses writes (stop-writes): a capacity error, typed.
-    assert info(fixture_only, "fixture-fault:kind=result;code=8;op=write;count=1") == "ok"
+    # Result 8 (stop-writes) passes once NSUP evicts: the put waits and lands.
+    assert info(fixture_only, "fixture-fault:kind=result;code=8;op=write;count=2") == "ok"
+    before = conn.native.stats()
     try:
-        with pytest.raises(_native.ServerFullError, match="stop-writes"):
-            stack.loop.run(conn.put(k, obj))
+        stack.loop.run(conn.put(other, obj))
+        assert conn.exists_sync(other)
+        after = conn.native.stats()
+        assert after["puts_retried"] - before["puts_retried"] == 1
+        # A tier that stays full drops the store: no error reaches LMCache, the
+        # engine counts it by cause.
+        assert info(fixture_only, "fixture-fault:kind=result;code=8;op=write") == "ok"
+        (third,) = keys(1)
+        assert stack.loop.run(conn.put(third, obj)) is None
+        assert not conn.exists_sync(third)
+        assert conn.native.stats()["dropped_full"] - after["dropped_full"] == 1
     finally:
+        info(fixture_only, "fixture-clear-faults")
         obj.ref_count_down()
 
 

@@ -281,13 +281,16 @@ def test_a_put_holds_its_own_reference_until_the_engine_is_done(stack):
 
 
 def test_a_failed_put_releases_its_reference(stack, fixture_only):
-    plugin, cpu = stack.plugin(64 * KiB)
+    plugin, cpu = stack.plugin(64 * KiB, extra={"backpressure_ms": 200})
     (k,) = keys(1)
     obj = full_chunk(cpu, plugin)
     done = []
-    assert info(fixture_only, "fixture-fault:kind=result;code=8;op=write;count=1") == "ok"
-    (future,) = plugin.batched_submit_put_task([k], [obj], on_complete_callback=done.append)
-    ok, error, _ = future.result(30)
+    assert info(fixture_only, "fixture-fault:kind=result;code=8;op=write") == "ok"
+    try:
+        (future,) = plugin.batched_submit_put_task([k], [obj], on_complete_callback=done.append)
+        ok, error, _ = future.result(30)
+    finally:
+        info(fixture_only, "fixture-clear-faults")
     assert not ok and "EFULL" in error
     assert obj.get_ref_count() == 1 and not done and not plugin.exists_in_put_tasks(k)
     obj.ref_count_down()

@@ -1,0 +1,400 @@
+/*
+ * test_cache.c - what a full namespace asks of the engine (src/engine/cache.c):
+ * the eviction plan, void times NSUP can evict, read-touch on gets only, and
+ * backpressure instead of failed stores (retries, drops by cause, the gate
+ * that drops stores unsent while the namespace is known to be full).
+ * The refusals come from the test server's fault injection; those tests skip on
+ * a real server, where tests/ext/test_cache_real.py and the cache benchmark
+ * measure the same on a namespace that truly fills.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static uint64_t
+ms_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void
+fault(const char *spec)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "fixture-fault:%s", spec);
+    const char *ok = th_info(cmd);
+    if (strcmp(ok, "ok") != 0)
+        th_fail(__FILE__, __LINE__, "%s: %s", cmd, ok);
+}
+
+/* A server answer for a namespace that evicts (CE 8.1 names). */
+static lmca_server_info_t
+evicting(int64_t objects, int64_t used, int64_t nonexp)
+{
+    lmca_server_info_t s;
+    char info[512];
+    lmca_err_t err = {0};
+    snprintf(info, sizeof info,
+             "objects=%lld;non_expirable_objects=%lld;data_used_bytes=%lld;"
+             "data_total_bytes=1073741824;max-record-size=8388608;nsup-period=1;"
+             "evict-tenths-pct=200;evict-hist-buckets=1000000;"
+             "storage-engine.evict-used-pct=50;storage-engine.stop-writes-used-pct=90",
+             (long long)objects, (long long)nonexp, (long long)used);
+    if (lmca_server_info_parse(info, &s, &err) != LMCA_OK)
+        th_fail(__FILE__, __LINE__, "parse: %s", err.msg);
+    return s;
+}
+
+static lmca_limits_t
+limits_of(const lmca_server_info_t *s, lmca_config_t *cfg)
+{
+    lmca_limits_t l;
+    lmca_err_t err = {0};
+    lmca_config_init(cfg);
+    cfg->hosts = "127.0.0.1:3000";
+    if (lmca_limits_resolve(s, cfg, &l, &err) != LMCA_OK)
+        th_fail(__FILE__, __LINE__, "resolve: %s", err.msg);
+    return l;
+}
+
+TEST(eviction_plan_gives_a_second_a_quarter_of_the_target)
+{
+    lmca_server_info_t s = evicting(1000, 500 * 1048576ll, 0); /* 512 KiB mean records */
+    lmca_config_t cfg;
+    lmca_limits_t l = limits_of(&s, &cfg);
+    lmca_eviction_t e;
+
+    lmca_eviction_plan(&s, &l, &cfg, &e);
+    ASSERT(e.enabled);
+    /* 1 GiB at 50 % over 524288-byte records: 1023 (rounded down); 20 % of
+       them per cycle, a quarter of that to a second */
+    ASSERT_EQ(e.records, 1023);
+    ASSERT_EQ(e.target, 204);
+    ASSERT_EQ(e.per_second, 51);
+    /* A setting wins. */
+    cfg.records_per_void_second = 7;
+    lmca_eviction_plan(&s, &l, &cfg, &e);
+    ASSERT_EQ(e.per_second, 7);
+}
+
+TEST(eviction_plan_leaves_pinned_records_out_and_guesses_an_empty_namespace)
+{
+    lmca_server_info_t s = evicting(1000, 500 * 1048576ll, 500); /* half never expire */
+    lmca_config_t cfg;
+    lmca_limits_t l = limits_of(&s, &cfg);
+    lmca_eviction_t e;
+
+    lmca_eviction_plan(&s, &l, &cfg, &e);
+    ASSERT_EQ(e.records, 512); /* 1023, less the half that never expires */
+    /* Nearly empty: the mean is a full segment's (fewer records: the safe side). */
+    s = evicting(3, 3000, 0);
+    lmca_eviction_plan(&s, &l, &cfg, &e);
+    ASSERT_EQ(e.records, (1073741824ull / 100 * 50) / l.target_segment_bytes);
+    ASSERT(e.per_second >= 1);
+}
+
+TEST(eviction_plan_is_off_without_eviction_nsup_or_a_ttl)
+{
+    lmca_server_info_t s = evicting(1000, 1000, 0);
+    lmca_config_t cfg;
+    lmca_limits_t l = limits_of(&s, &cfg);
+    lmca_eviction_t e;
+
+    s.evict_used_pct = 0;
+    lmca_eviction_plan(&s, &l, &cfg, &e);
+    ASSERT(!e.enabled);
+    ASSERT_EQ(e.per_second, 0); /* no limit: void times are now + TTL */
+    s = evicting(1000, 1000, 0);
+    s.nsup_period = 0;
+    lmca_eviction_plan(&s, &l, &cfg, &e);
+    ASSERT(!e.enabled);
+    s = evicting(1000, 1000, 0);
+    cfg.default_ttl_seconds = -1;
+    lmca_eviction_plan(&s, &l, &cfg, &e);
+    ASSERT(!e.enabled);
+}
+
+/* Opens `ns` with a few settings changed. */
+static lmca_t *
+open_with(const char *ns, uint32_t per_second, uint32_t backpressure_ms, uint32_t recheck_ms)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    th_config(&cfg, ns);
+    cfg.default_ttl_seconds = 100;
+    cfg.records_per_void_second = per_second;
+    cfg.backpressure_ms = backpressure_ms;
+    cfg.full_recheck_ms = recheck_ms;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    return h;
+}
+
+TEST(void_times_follow_write_order_and_hold_few_records_a_second)
+{
+    lmca_t *h = open_with("small", 2, 5000, 1000);
+    uint8_t buf[64] = {1};
+    uint32_t ttl[8];
+    lmca_meta_t meta;
+    lmca_err_t err = {0};
+    char keys[8][128];
+
+    /* Eight one-record chunks in well under a second: two a second of void
+       time, so they are due over four seconds, in the order written. */
+    for (int i = 0; i < 8; i++) {
+        snprintf(keys[i], sizeof keys[i], "%s", th_key("clock"));
+        ASSERT_RC(lmca_put(h, keys[i], buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    }
+    for (int i = 0; i < 8; i++) {
+        ASSERT_RC(lmca_stat(h, keys[i], &meta, &err), LMCA_OK, &err);
+        ttl[i] = meta.ttl;
+    }
+    for (int i = 1; i < 8; i++)
+        ASSERT(ttl[i] >= ttl[i - 1]);
+    ASSERT(ttl[7] - ttl[0] >= 2 && ttl[7] - ttl[0] <= 5);
+    ASSERT(ttl[0] >= 95 && ttl[0] <= 101);
+    lmca_close(h);
+}
+
+TEST(every_record_of_a_chunk_is_due_in_one_second)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    lmca_meta_t meta;
+    char reckey[LMCA_KEY_MAX + 16];
+    const char *key = th_key("fate");
+    size_t len;
+    uint8_t *buf;
+    uint32_t ttl;
+
+    th_config_segments(&cfg);
+    cfg.default_ttl_seconds = 100;
+    cfg.records_per_void_second = 1; /* four records: the clock moves 4 s past it */
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    len = 2 * lmca_limits(h)->target_segment_bytes + 1000;
+    buf = malloc(len);
+    th_fill(buf, len, 9);
+    ASSERT_RC(lmca_put(h, key, buf, len, NULL, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_stat(h, key, &meta, &err), LMCA_OK, &err);
+    ASSERT_EQ(meta.nseg, 3);
+    for (uint32_t i = 0; i < 3; i++) {
+        snprintf(reckey, sizeof reckey, "%s|s|%u", key, i);
+        ASSERT_EQ(th_record_ttl("small", reckey, &ttl), 0);
+        /* A write crossing a second on its way may land one off, no more. */
+        ASSERT(ttl + 1 >= meta.ttl && ttl <= meta.ttl + 1);
+    }
+    free(buf);
+    lmca_close(h);
+}
+
+TEST(refused_writes_are_tried_again_until_they_land)
+{
+    static const int codes[] = {8, 18}; /* stop-writes, device overload */
+    th_need_fixture("fault injection");
+    for (size_t c = 0; c < 2; c++) {
+        lmca_t *h = open_with("lmcache", 0, 5000, 1000);
+        lmca_err_t err = {0};
+        lmca_stats_t st;
+        uint8_t buf[100] = {7}, out[100];
+        size_t got;
+        const char *key = th_key("retry");
+        char spec[96];
+
+        th_info("fixture-reset");
+        snprintf(spec, sizeof spec, "kind=result;code=%d;op=write;count=3", codes[c]);
+        fault(spec);
+        ASSERT_RC(lmca_put(h, key, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+        ASSERT_RC(lmca_get(h, key, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+        lmca_stats(h, &st);
+        ASSERT_EQ(st.puts_retried, 1);
+        ASSERT_EQ(st.write_retries, 3);
+        ASSERT_EQ(st.dropped_full + st.dropped_busy, 0);
+        lmca_close(h);
+    }
+}
+
+TEST(a_put_refused_past_its_budget_is_dropped_by_cause_and_leaves_nothing)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    const char *key = th_key("overload");
+    size_t len, got;
+    uint8_t *buf;
+    uint64_t t0;
+
+    th_need_fixture("fault injection");
+    th_info("fixture-reset");
+    th_config_segments(&cfg);
+    cfg.backpressure_ms = 300;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    len = 2 * lmca_limits(h)->target_segment_bytes + 1000;
+    buf = malloc(len);
+    th_fill(buf, len, 3);
+    fault("kind=result;code=18;op=write");
+    t0 = ms_now();
+    ASSERT_RC(lmca_put(h, key, buf, len, NULL, &err), LMCA_EBUSY, &err);
+    ASSERT(ms_now() - t0 >= 280); /* it waited its budget, not more than a little */
+    ASSERT(ms_now() - t0 < 2000);
+    th_info("fixture-clear-faults");
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.dropped_busy, 1);
+    ASSERT_EQ(st.dropped_full, 0);
+    ASSERT(st.write_retries >= 2);
+    ASSERT(!st.full); /* load does not close the gate: it passes by itself */
+    ASSERT_RC(lmca_get(h, key, buf, len, &got, NULL, &err), LMCA_MISS, &err);
+    ASSERT_CONTAINS(th_log(), "backpressure_ms=300");
+    ASSERT_CONTAINS(th_log(), "max-write-cache");
+    free(buf);
+    lmca_close(h);
+}
+
+TEST(a_namespace_that_stays_full_drops_stores_unsent_and_looks_again)
+{
+    lmca_t *h;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    uint8_t buf[100] = {5};
+    long long writes;
+    uint64_t t0;
+
+    th_need_fixture("fault injection");
+    th_info("fixture-reset");
+    h = open_with("lmcache", 0, 200, 400);
+    fault("kind=result;code=8;op=write");
+    ASSERT_RC(lmca_put(h, th_key("full"), buf, sizeof buf, NULL, &err), LMCA_EFULL, &err);
+    ASSERT_CONTAINS(err.msg, "stop-writes");
+    /* Known full: the next stores cost no round trip. */
+    writes = th_fixture_stat("writes");
+    t0 = ms_now();
+    for (int i = 0; i < 20; i++) {
+        ASSERT_RC(lmca_put(h, th_key("full"), buf, sizeof buf, NULL, &err), LMCA_EFULL, &err);
+        ASSERT_CONTAINS(err.msg, "dropped unsent");
+    }
+    ASSERT(ms_now() - t0 < 100);
+    ASSERT_EQ(th_fixture_stat("writes"), writes);
+    lmca_stats(h, &st);
+    ASSERT(st.full);
+    ASSERT_EQ(st.dropped_full, 21);
+    ASSERT_EQ(st.dropped_unsent, 20);
+    /* After full_recheck_ms one store looks again; still full, it gives up at
+       once (no second budget) and the gate closes again. */
+    usleep(450 * 1000);
+    t0 = ms_now();
+    ASSERT_RC(lmca_put(h, th_key("full"), buf, sizeof buf, NULL, &err), LMCA_EFULL, &err);
+    ASSERT(ms_now() - t0 < 150);
+    ASSERT_EQ(th_fixture_stat("writes"), writes + 1);
+    ASSERT_RC(lmca_put(h, th_key("full"), buf, sizeof buf, NULL, &err), LMCA_EFULL, &err);
+    ASSERT_CONTAINS(err.msg, "dropped unsent");
+    /* Space again: the store after the next recheck lands and opens the gate. */
+    th_info("fixture-clear-faults");
+    usleep(450 * 1000);
+    ASSERT_RC(lmca_put(h, th_key("full"), buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_put(h, th_key("full"), buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    lmca_stats(h, &st);
+    ASSERT(!st.full);
+    /* One warning, however many were dropped. */
+    const char *log = th_log(), *first = strstr(log, "dropped stores");
+    ASSERT(first != NULL);
+    ASSERT(strstr(first + 1, "dropped stores") == NULL);
+    ASSERT_CONTAINS(log, "backpressure_ms=200");
+    lmca_close(h);
+}
+
+TEST(no_backpressure_fails_at_the_first_refusal)
+{
+    lmca_t *h;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    uint8_t buf[10] = {0};
+
+    th_need_fixture("fault injection");
+    th_info("fixture-reset");
+    h = open_with("lmcache", 0, 0, 1000);
+    fault("kind=result;code=18;op=write;count=1");
+    ASSERT_RC(lmca_put(h, th_key("now"), buf, sizeof buf, NULL, &err), LMCA_EBUSY, &err);
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.write_retries, 0);
+    ASSERT_EQ(st.dropped_busy, 1);
+    lmca_close(h);
+}
+
+TEST(gets_touch_and_lookups_do_not)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    lmca_meta_t meta;
+    uint8_t buf[64] = {3}, out[64];
+    size_t got;
+    const char *key = th_key("touch"), *lazy = th_key("touch");
+    const char *keys[1] = {lazy};
+    size_t count;
+
+    th_config(&cfg, "small");
+    cfg.default_ttl_seconds = 4;
+    cfg.read_touch_ttl_percent = 100; /* every read of a hit restarts its TTL */
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_put(h, key, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_put(h, lazy, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    /* Past half the TTL, then read one and only look the other up. */
+    sleep(2);
+    ASSERT_RC(lmca_get(h, key, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_exists(h, lazy, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_prefix(h, keys, 1, &count, NULL, &err), LMCA_OK, &err);
+    usleep(300 * 1000); /* the server touches after it answers */
+    ASSERT_RC(lmca_stat(h, key, &meta, &err), LMCA_OK, &err);
+    ASSERT(meta.ttl >= 3);
+    ASSERT_RC(lmca_stat(h, lazy, &meta, &err), LMCA_OK, &err);
+    ASSERT(meta.ttl <= 2);
+    /* The touched one outlives the one only looked up. */
+    sleep(3);
+    ASSERT_RC(lmca_get(h, key, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_get(h, lazy, out, sizeof out, &got, NULL, &err), LMCA_MISS, &err);
+    lmca_close(h);
+}
+
+TEST(read_touch_off_leaves_the_ttl_alone)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    lmca_meta_t meta;
+    uint8_t buf[64] = {3}, out[64];
+    size_t got;
+    const char *key = th_key("notouch");
+
+    th_config(&cfg, "small");
+    cfg.default_ttl_seconds = 4;
+    cfg.read_touch_ttl_percent = -1;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_put(h, key, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    sleep(2);
+    ASSERT_RC(lmca_get(h, key, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+    usleep(300 * 1000);
+    ASSERT_RC(lmca_stat(h, key, &meta, &err), LMCA_OK, &err);
+    ASSERT(meta.ttl <= 2);
+    lmca_close(h);
+}
+
+TEST_LIST = {
+    T(eviction_plan_gives_a_second_a_quarter_of_the_target),
+    T(eviction_plan_leaves_pinned_records_out_and_guesses_an_empty_namespace),
+    T(eviction_plan_is_off_without_eviction_nsup_or_a_ttl),
+    T(void_times_follow_write_order_and_hold_few_records_a_second),
+    T(every_record_of_a_chunk_is_due_in_one_second),
+    T(refused_writes_are_tried_again_until_they_land),
+    T(a_put_refused_past_its_budget_is_dropped_by_cause_and_leaves_nothing),
+    T(a_namespace_that_stays_full_drops_stores_unsent_and_looks_again),
+    T(no_backpressure_fails_at_the_first_refusal),
+    T(gets_touch_and_lookups_do_not),
+    T(read_touch_off_leaves_the_ttl_alone),
+};
+TEST_MAIN()
