@@ -3,11 +3,15 @@ derived limits, and one sentence per problem (exit status 1)."""
 
 import json
 import re
+import time
 
 import pytest
 
+from lmcache_aerospike import _native
 from lmcache_aerospike.cli import main, probe, server
+from lmcache_aerospike.config import Settings
 from tests.cli.conftest import NAMESPACE
+from tests.server.launch import running
 
 # A CE 8.1.2.0 memory namespace's answer to "namespace/lmcache" (statistics and
 # configuration; per-stripe, benchmark and geo fields cut), as a real node sent it.
@@ -27,11 +31,29 @@ REAL_8_1 = (
     "storage-engine.stop-writes-used-pct=70;storage-engine.tomb-raider-sleep=1000")
 
 
-def view(**changes):
-    text = REAL_8_1
+# Fields of the same answer that the capture above cut (cfg_info.c and thr_info.c
+# print them for every 8.1 memory namespace), with their defaults.
+EVICTION_8_1 = (
+    ";evict_ttl=0;evict_void_time=0;smd_evict_void_time=0;client_write_error=0;"
+    "evict-hist-buckets=10000;evict-tenths-pct=5;storage-engine.evict-used-pct=0;"
+    "storage-engine.max-write-cache=67108864")
+
+
+def view(text=REAL_8_1 + EVICTION_8_1, **changes):
     for key, value in changes.items():
-        text = re.sub(rf"(?<=;){key}=[^;]*", f"{key}={value}", text)
+        key = key.replace("__", "-").replace("_dot_", ".")
+        if re.search(rf"(?<=;){re.escape(key)}=", text):
+            text = re.sub(rf"(?<=;){re.escape(key)}=[^;]*", f"{key}={value}", text)
+        else:
+            text += f";{key}={value}"
     return server.NodeNamespace.parse("A10", "127.0.0.1:3000", text)
+
+
+def ready(**changes):
+    """The REAL_8_1 node made eviction-ready: evict-used-pct 60, 1 % per cycle,
+    buckets of 1 s for TTLs up to a day, and 7 of its 117 records never expiring."""
+    return view(**{"storage-engine_dot_evict__used__pct": 60, "evict__tenths__pct": 10,
+                   "evict__hist__buckets": 86400, "non_expirable_objects": 7, **changes})
 
 
 def test_parse_reads_the_real_answer():
@@ -49,6 +71,146 @@ def test_parse_reads_the_real_answer():
 
 def test_a_healthy_namespace_has_no_problems():
     assert probe.namespace_problems([view()], "lmcache") == []
+    # Eviction-ready, with our chunks' TTL of a day: no eviction problem either.
+    problems, notes = probe.eviction_problems([ready()], settings(86400))
+    assert problems == []
+    assert notes == [rate_note(ready())]
+
+
+def settings(ttl, namespace="lmcache"):
+    return Settings.from_dict({"hosts": "127.0.0.1:3000", "namespace": namespace,
+                               "default_ttl_seconds": ttl})
+
+
+def rate_note(v, record_bytes=None):
+    mib_s, records, cycle = probe.eviction_rate(v, record_bytes)
+    return f"node {v.node}: NSUP can evict about {mib_s:.1f} MiB/s ({records} records per {cycle} s cycle)"
+
+
+WHERE = "node A10 (127.0.0.1:3000): namespace 'lmcache'"
+
+
+def test_parse_reads_the_eviction_fields():
+    v = view(hwm_breached="true", evicted_objects=12, evict_ttl=-3, client_write_error=7)
+    assert (v.non_expirable_objects, v.expired_objects, v.evicted_objects, v.evict_ttl) == \
+           (97, 94, 12, -3)
+    assert (v.hwm_breached, v.client_write_error, v.storage_engine, v.is_device) == \
+           (True, 7, "memory", False)
+    assert (v.evict_used_pct, v.evict_tenths_pct, v.evict_hist_buckets, v.max_write_cache,
+            v.stop_writes_sys_memory_pct, v.evict_sys_memory_pct, v.defrag_lwm_pct) == \
+           (0, 5, 10000, 64 << 20, 90, None, 50)
+
+
+@pytest.mark.parametrize("ttl, default_ttl, says", [
+    (-1, 0, "default_ttl_seconds is -1: our chunks never expire, so NSUP never evicts them; "
+            "set default_ttl_seconds > 0"),
+    (0, 0, "default_ttl_seconds is 0 and namespace 'lmcache' has default-ttl 0: our chunks "
+           "never expire, so NSUP never evicts them; set default_ttl_seconds > 0"),
+    (0, 3600, None),
+    (600, 0, None),
+])
+def test_chunks_without_a_ttl_are_a_problem(ttl, default_ttl, says):
+    problems = probe.ttl_problems([view(default__ttl=default_ttl)], settings(ttl))
+    assert problems == ([says] if says else [])
+    off = view(nsup__period=0)
+    nsup_off = (f"{WHERE} has nsup-period 0: NSUP never runs, so nothing expires or is "
+                f"evicted; set nsup-period > 0")
+    assert nsup_off in probe.ttl_problems([off], settings(-1))
+    # With a TTL and nsup-period 0 the engine's open already says it (TTLConfigError).
+    assert nsup_off not in probe.ttl_problems([off], settings(600))
+
+
+@pytest.mark.parametrize("changes, ttl, says", [
+    ({"storage-engine_dot_evict__used__pct": 0}, 86400,
+     "stops writes when full instead of evicting (storage-engine.evict-used-pct 0); set "
+     "evict-used-pct below stop-writes-used-pct 70 (the README's recipe)"),
+    ({"storage-engine_dot_evict__used__pct": 70}, 86400,
+     "has evict-used-pct 70 at or above stop-writes-used-pct 70: stop-writes comes first "
+     "and NSUP never evicts; set evict-used-pct below 70"),
+    ({"evict__sys__memory__pct": 90}, 86400,
+     "has evict-sys-memory-pct 90 at or above stop-writes-sys-memory-pct 90: stop-writes "
+     "comes first; set evict-sys-memory-pct below 90"),
+    ({"evict__hist__buckets": 10000}, 86400,
+     ": NSUP evicts records in buckets of 9 seconds of void time: every record written "
+     "within 9 seconds goes at once or not at all; set evict-hist-buckets (now 10000) to "
+     "at least default_ttl_seconds (86400)"),
+    ({"evict__tenths__pct": 9}, 86400,
+     "evicts at most 0.9% of its records per NSUP cycle; raise evict-tenths-pct (now 9) so "
+     "that a cycle frees more than a burst of writes"),
+    ({"non_expirable_objects": 59, "objects": 117}, 86400,
+     ": pinned (never-expiring) records are 50% of the namespace and are never evicted; "
+     "unpin what need not stay (lmcache-aerospike unpin)"),
+    ({"non_expirable_objects": 60, "objects": 117}, 86400,
+     ": pinned (never-expiring) records are 51% of the namespace and are never evicted; "
+     "unpin what need not stay (lmcache-aerospike unpin)"),
+])
+def test_each_eviction_problem_is_one_sentence(changes, ttl, says):
+    problems, _ = probe.eviction_problems([ready(**changes)], settings(ttl))
+    if "50%" in says:  # at the threshold: no problem
+        assert problems == []
+        return
+    assert problems == [WHERE + ("" if says.startswith(":") else " ") + says]
+    # Off one step further, it is no problem.
+    assert probe.eviction_problems([ready()], settings(ttl))[0] == []
+
+
+def test_stop_writes_sys_memory_pct_0_means_no_comparison():
+    problems, _ = probe.eviction_problems(
+        [ready(evict__sys__memory__pct=95, stop__writes__sys__memory__pct=0)], settings(600))
+    assert problems == []
+
+
+DEVICE = (";storage-engine=device;storage-engine.post-write-cache=268435456;"
+          "storage-engine.flush-size=1048576;storage-engine.filesize=4294967296")
+
+
+def device(**changes):
+    text = REAL_8_1 + EVICTION_8_1
+    text = text.replace(";storage-engine=memory;storage-engine.data-size=2147483648", DEVICE)
+    return view(text, **{"storage-engine_dot_evict__used__pct": 60, "evict__tenths__pct": 10,
+                         "evict__hist__buckets": 86400, "non_expirable_objects": 7,
+                         "storage-engine_dot_max__write__cache": 256 << 20, **changes})
+
+
+def test_device_problems_and_notes():
+    problems, notes = probe.eviction_problems([device()], settings(600))
+    assert problems == []
+    assert "node A10: post-write-cache 256.0 MiB (recently written blocks kept in memory)" \
+           in notes
+    small = device(**{"storage-engine_dot_max__write__cache": 64 << 20})
+    assert probe.eviction_problems([small], settings(600))[0] == [
+        f"{WHERE}: writes will fail with device overload under load; raise max-write-cache "
+        f"(now 64.0 MiB)"]
+    full = device(**{"storage-engine_dot_evict__used__pct": 86,
+                     "storage-engine_dot_stop__writes__used__pct": 90})
+    assert probe.eviction_problems([full], settings(600))[0] == [
+        f"{WHERE} evicts from 86% used and stops writes below 5% available: so full, defrag "
+        f"(defrag-lwm-pct 50) cannot keep enough blocks free; lower evict-used-pct (now 86) "
+        f"to 85 or stop-writes-avail-pct (now 5)"]
+    # A memory namespace has no write queue and no defrag to starve.
+    assert probe.eviction_problems([ready(**{"storage-engine_dot_evict__used__pct": 86,
+                                             "storage-engine_dot_stop__writes__used__pct": 90})],
+                                   settings(600))[0] == []
+
+
+def test_eviction_rate_estimate():
+    # Below evict-used-pct: the records the namespace holds at 60 % of 2 GiB, of the
+    # mean size now (401923520 / 117), less the never-expiring share (7 of 117).
+    v = ready()
+    mean = 401923520 // 117
+    at_evict = 2147483648 * 60 // 100 // mean
+    eligible = at_evict - at_evict * 7 // 117
+    mib_s, records, cycle = probe.eviction_rate(v, None)
+    assert (records, cycle) == (eligible * 10 // 1000, 2)
+    assert mib_s == pytest.approx(records * mean / 2 / (1 << 20))
+    # At or above it: the records with a TTL that are there.
+    full = ready(data_used_pct=61, objects=100000, non_expirable_objects=0,
+                 data_used_bytes=1300000000)
+    assert probe.eviction_rate(full, None)[1:] == (100000 * 10 // 1000, 2)
+    # An empty namespace: our record size stands in for the mean.
+    empty = ready(objects=0, non_expirable_objects=0, data_used_bytes=0, data_used_pct=0)
+    assert probe.eviction_rate(empty, 1 << 20)[1] == 2147483648 * 60 // 100 // (1 << 20) // 100
+    assert probe.eviction_rate(ready(nsup__period=0), None) is None
 
 
 @pytest.mark.parametrize("changes, says", [
@@ -80,7 +242,7 @@ def probe_json(capsys, *argv):
     return code, json.loads(out), err
 
 
-def test_probe_prints_build_cluster_and_limits(cli, engine):
+def test_probe_prints_build_cluster_and_limits(cli, engine, eviction_ready):
     ran = cli("probe")
     assert ran.code == 0, ran.text + ran.err
     nodes = engine.info("build")
@@ -93,6 +255,12 @@ def test_probe_prints_build_cluster_and_limits(cli, engine):
             in ran.text)
     assert f"cap={limits['server_cap']} from {limits['cap_source']}" in ran.text
     assert ran.text.rstrip().endswith("problems: none")
+    assert re.search(r"eviction +evict-used-pct 60% \(hwm breached false\), "
+                     r"evict-tenths-pct 10, evict-hist-buckets 100000$", ran.text, re.M)
+    assert re.search(r"nsup +evicted \d+, expired \d+, never expire \d+, evict-ttl -?\d+$",
+                     ran.text, re.M)
+    assert re.search(r"^  - node \S+: NSUP can evict about [0-9.]+ MiB/s \(\d+ records per "
+                     r"2 s cycle\)$", ran.text, re.M)
     doc = json.loads(cli("probe", "--json").out)
     assert doc["limits"] == limits and doc["problems"] == []
     assert [n["build"] for n in doc["nodes"]] == [b.strip() for _, _, b in nodes]
@@ -108,7 +276,7 @@ def test_probe_reports_a_missing_namespace(capsys, aerospike_hosts):
     assert "problems:\n  - namespace \"nosuchns\"" in capsys.readouterr().out
 
 
-def test_probe_reports_a_seed_that_does_not_answer(capsys, aerospike_hosts):
+def test_probe_reports_a_seed_that_does_not_answer(capsys, aerospike_hosts, eviction_ready):
     hosts = aerospike_hosts + ",127.0.0.1:1"
     code, doc, _ = probe_json(capsys, "--hosts", hosts)
     assert code == 1
@@ -126,7 +294,7 @@ def test_probe_with_no_seed_answering(capsys):
     assert "limits" not in doc
 
 
-def test_probe_reports_more_seeds_than_nodes(capsys, aerospike_hosts, engine):
+def test_probe_reports_more_seeds_than_nodes(capsys, aerospike_hosts, engine, eviction_ready):
     # Every node by its address, and one of them again under another name.
     addresses = [address for _, address, _ in engine.info("build")]
     port = addresses[0].rpartition(":")[2]
@@ -152,7 +320,8 @@ def without_nsup(engine):
     set_nsup(1)
 
 
-def test_probe_reports_ttl_the_namespace_refuses(capsys, aerospike_hosts, without_nsup):
+def test_probe_reports_ttl_the_namespace_refuses(capsys, aerospike_hosts, without_nsup, tune):
+    ready_for_eviction(tune, without_nsup)
     code, doc, _ = probe_json(capsys, "--hosts", aerospike_hosts, "-n", without_nsup,
                               "-o", "default_ttl_seconds=600")
     assert code == 1
@@ -164,16 +333,211 @@ def test_probe_reports_ttl_the_namespace_refuses(capsys, aerospike_hosts, withou
     assert all(n["nsup_period"] == 0 for n in doc["namespace_nodes"])
     code, doc, _ = probe_json(capsys, "--hosts", aerospike_hosts, "-n", without_nsup,
                               "-o", "default_ttl_seconds=-1")
-    assert code == 0 and "chunks never expire (default_ttl_seconds -1)" in doc["notes"]
+    assert code == 1
+    assert doc["problems"] == [
+        "default_ttl_seconds is -1: our chunks never expire, so NSUP never evicts them; set "
+        "default_ttl_seconds > 0"] + [
+        f"node {n['node']} ({n['address']}): namespace '{without_nsup}' has nsup-period 0: "
+        f"NSUP never runs, so nothing expires or is evicted; set nsup-period > 0"
+        for n in doc["namespace_nodes"]]
 
 
 
-def test_engine_lines_at_open_are_printed_once(capsys, aerospike_hosts):
+def test_engine_lines_at_open_are_printed_once(capsys, aerospike_hosts, tune):
     """The engine's warning at open (a target above namespace small's 1 MiB cap is
     clamped) is part of probe's report, and not repeated on stderr."""
+    ready_for_eviction(tune, "small")
     code = main(["probe", "--hosts", aerospike_hosts, "-n", "small",
                  "-o", "target_segment_bytes=4194304"])
     out, err = capsys.readouterr()
     assert code == 0
     assert "target_segment_bytes=4194304 exceeds the server-derived" in out
     assert err == ""
+
+
+# -- eviction readiness on a server -------------------------------------------------
+
+
+@pytest.fixture
+def tune(engine):
+    """tune(ns, key, value) sets a namespace setting with set-config on every node
+    and restores it after the test; False when the server refuses the setting."""
+    saved = []
+
+    def set_(ns, key, value):
+        olds = []
+        for _, _, answer in engine.info(f"namespace/{ns}"):
+            kv = server.pairs(answer)
+            olds.append(kv.get(key, kv.get("storage-engine." + key, "0")))
+        try:
+            answers = engine.info(f"set-config:context=namespace;id={ns};{key}={value}")
+        except _native.Error:
+            return False
+        assert all(a.strip() == "ok" for _, _, a in answers), answers
+        saved.append((ns, key, olds[0]))
+        return True
+
+    yield set_
+    for ns, key, old in reversed(saved):
+        engine.info(f"set-config:context=namespace;id={ns};{key}={old}")
+
+
+def ready_for_eviction(tune, ns):
+    """The README's recipe: evict at 60 % used, 1 % per cycle, buckets of 1 s up to
+    our default TTL of a day (and more)."""
+    for key, value in (("evict-used-pct", 60), ("evict-tenths-pct", 10),
+                       ("evict-hist-buckets", 100000)):
+        assert tune(ns, key, value)
+
+
+@pytest.fixture
+def eviction_ready(tune):
+    ready_for_eviction(tune, NAMESPACE)
+    return NAMESPACE
+
+
+def probe_doc(capsys, hosts, *options, namespace=NAMESPACE):
+    args = ["--hosts", hosts, "-n", namespace]
+    for option in options:
+        args += ["-o", option]
+    return probe_json(capsys, *args)
+
+
+def node_where(doc, namespace=NAMESPACE):
+    return [f"node {n['node']} ({n['address']}): namespace '{namespace}'"
+            for n in doc["namespace_nodes"]]
+
+
+def test_probe_reports_chunks_without_a_ttl(capsys, aerospike_hosts, eviction_ready, engine):
+    code, doc, _ = probe_doc(capsys, aerospike_hosts, "default_ttl_seconds=-1")
+    assert code == 1 and doc["problems"] == [
+        "default_ttl_seconds is -1: our chunks never expire, so NSUP never evicts them; set "
+        "default_ttl_seconds > 0"]
+    if any(server.pairs(a).get("default-ttl") != "0" for _, _, a in
+           engine.info(f"namespace/{NAMESPACE}")):
+        pytest.skip("the namespace has a default-ttl")
+    code, doc, _ = probe_doc(capsys, aerospike_hosts, "default_ttl_seconds=0")
+    assert code == 1 and doc["problems"] == [
+        f"default_ttl_seconds is 0 and namespace '{NAMESPACE}' has default-ttl 0: our chunks "
+        f"never expire, so NSUP never evicts them; set default_ttl_seconds > 0"]
+
+
+def test_probe_reports_eviction_off(capsys, aerospike_hosts, eviction_ready, tune):
+    assert tune(NAMESPACE, "evict-used-pct", 0)
+    code, doc, _ = probe_doc(capsys, aerospike_hosts, "default_ttl_seconds=600")
+    assert code == 1
+    assert doc["problems"] == [
+        f"{where} stops writes when full instead of evicting (storage-engine.evict-used-pct "
+        f"0); set evict-used-pct below stop-writes-used-pct {n['stop_writes_used_pct']} "
+        f"(the README's recipe)" for where, n in zip(node_where(doc), doc["namespace_nodes"])]
+
+
+def test_probe_reports_eviction_after_stop_writes(capsys, aerospike_hosts, eviction_ready,
+                                                  tune, engine):
+    swu = int(server.pairs(engine.info(f"namespace/{NAMESPACE}")[0][2])
+              ["storage-engine.stop-writes-used-pct"])
+    assert tune(NAMESPACE, "evict-used-pct", swu)
+    code, doc, _ = probe_doc(capsys, aerospike_hosts, "default_ttl_seconds=600")
+    assert code == 1 and doc["problems"] == [
+        f"{where} has evict-used-pct {swu} at or above stop-writes-used-pct {swu}: "
+        f"stop-writes comes first and NSUP never evicts; set evict-used-pct below {swu}"
+        for where in node_where(doc)]
+    assert tune(NAMESPACE, "evict-used-pct", 60)
+    if not tune(NAMESPACE, "evict-sys-memory-pct", 95):
+        pytest.skip("evict-sys-memory-pct is a 7.0 setting (8.1 refuses it)")
+    assert tune(NAMESPACE, "stop-writes-sys-memory-pct", 90)
+    code, doc, _ = probe_doc(capsys, aerospike_hosts, "default_ttl_seconds=600")
+    assert code == 1 and doc["problems"] == [
+        f"{where} has evict-sys-memory-pct 95 at or above stop-writes-sys-memory-pct 90: "
+        f"stop-writes comes first; set evict-sys-memory-pct below 90" for where in node_where(doc)]
+
+
+def test_probe_reports_wide_eviction_buckets(capsys, aerospike_hosts, eviction_ready, tune):
+    assert tune(NAMESPACE, "evict-hist-buckets", 100)
+    code, doc, _ = probe_doc(capsys, aerospike_hosts, "default_ttl_seconds=600")
+    assert code == 1 and doc["problems"] == [
+        f"{where}: NSUP evicts records in buckets of 6 seconds of void time: every record "
+        f"written within 6 seconds goes at once or not at all; set evict-hist-buckets (now "
+        f"100) to at least default_ttl_seconds (600)" for where in node_where(doc)]
+
+
+def test_probe_reports_a_small_eviction_step_and_notes_the_rate(capsys, aerospike_hosts,
+                                                               eviction_ready, tune):
+    assert tune(NAMESPACE, "evict-tenths-pct", 5)
+    code, doc, _ = probe_doc(capsys, aerospike_hosts, "default_ttl_seconds=600")
+    assert code == 1 and doc["problems"] == [
+        f"{where} evicts at most 0.5% of its records per NSUP cycle; raise evict-tenths-pct "
+        f"(now 5) so that a cycle frees more than a burst of writes" for where in node_where(doc)]
+    views = [server.NodeNamespace(**n) for n in doc["namespace_nodes"]]
+    assert [n for n in doc["notes"] if "NSUP can evict" in n] == [
+        rate_note(v, doc["limits"]["target_segment_bytes"]) for v in views]
+    assert all(" per 2 s cycle)" in n for n in doc["notes"] if "NSUP can evict" in n)
+
+
+# Namespaces of a test server of this module's own, for what the session's server
+# (and the real one in tests/aerospike-test.conf) does not have: devices, and a
+# namespace this test alone fills with pinned records.
+READY = "nsup-period=1,evict-used-pct=60,evict-tenths-pct=10,evict-hist-buckets=100000"
+OWN_NAMESPACES = [
+    f"ready:storage-engine=device,data-size=1G,max-record-size=1M,{READY},max-write-cache=256M",
+    f"dev:storage-engine=device,data-size=1G,max-record-size=1M,{READY}".replace(
+        "evict-used-pct=60", "evict-used-pct=86,stop-writes-used-pct=90"),
+    f"pinned:data-size=1G,max-record-size=1M,{READY}",
+]
+
+
+@pytest.fixture(scope="module")
+def own_server():
+    args = []
+    for spec in OWN_NAMESPACES:
+        args += ["--namespace", spec]
+    with running(args=args) as port:
+        yield f"127.0.0.1:{port}"
+
+
+def test_an_eviction_ready_device_namespace_has_no_problems(capsys, own_server):
+    code, doc, _ = probe_doc(capsys, own_server, "default_ttl_seconds=86400", namespace="ready")
+    assert (code, doc["problems"]) == (0, [])
+    node = doc["namespace_nodes"][0]["node"]
+    assert f"node {node}: post-write-cache 256.0 MiB (recently written blocks kept in memory)" \
+           in doc["notes"]
+    assert any(n.startswith(f"node {node}: NSUP can evict about ") for n in doc["notes"])
+    main(["probe", "--hosts", own_server, "-n", "ready"])
+    text = capsys.readouterr().out
+    assert re.search(r"device +max-write-cache 256.0 MiB, post-write-cache 256.0 MiB, "
+                     r"defrag-lwm-pct 50$", text, re.M)
+    assert "storage-engine device" in text
+
+
+def test_probe_reports_device_write_cache_and_defrag_room(capsys, own_server):
+    code, doc, _ = probe_doc(capsys, own_server, "default_ttl_seconds=86400", namespace="dev")
+    (where,) = node_where(doc, "dev")
+    assert code == 1 and doc["problems"] == [
+        f"{where}: writes will fail with device overload under load; raise max-write-cache "
+        f"(now 64.0 MiB)",
+        f"{where} evicts from 86% used and stops writes below 5% available: so full, defrag "
+        f"(defrag-lwm-pct 50) cannot keep enough blocks free; lower evict-used-pct (now 86) "
+        f"to 85 or stop-writes-avail-pct (now 5)"]
+
+
+def test_probe_reports_a_namespace_mostly_pinned(capsys, own_server):
+    c = _native.Connector(hosts=own_server, namespace="pinned", set="lmca_cli",
+                          default_ttl_seconds=600)
+    try:
+        for i in range(3):
+            c.put(f"pinned{i}@1@0@01@bf16", bytes(100), pin=True)
+        c.put("expiring@1@0@01@bf16", bytes(100))
+
+        def non_expirable():  # counted by the namespace's next NSUP cycle
+            return server.namespace(c, "pinned")[0].non_expirable_objects
+
+        deadline = time.monotonic() + 5
+        while non_expirable() != 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        c.close()
+    code, doc, _ = probe_doc(capsys, own_server, "default_ttl_seconds=86400", namespace="pinned")
+    (where,) = node_where(doc, "pinned")
+    assert code == 1 and doc["problems"] == [
+        f"{where}: pinned (never-expiring) records are 75% of the namespace and are never "
+        f"evicted; unpin what need not stay (lmcache-aerospike unpin)"]

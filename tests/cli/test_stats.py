@@ -76,3 +76,30 @@ def test_estimate_takes_the_fullest_node_and_the_replication_factor():
     assert est["bytes_left"] == full.bytes_left() * 2 // 2
     assert full.bytes_left() < roomy.bytes_left()
     assert est["chunks_left"] == est["bytes_left"] // 1000
+
+
+NSUP_FIELDS = ("evicted_objects", "expired_objects", "evict_ttl", "hwm_breached",
+               "stop_writes", "non_expirable_objects", "client_write_error")
+
+
+def test_stats_shows_what_nsup_did_on_each_node(cli, engine):
+    doc = stats_json(cli)
+    for node in doc["capacity"]:
+        assert all(node[key] is not None for key in NSUP_FIELDS), node
+        assert isinstance(node["hwm_breached"], bool) and isinstance(node["stop_writes"], bool)
+        assert node["evicted_objects"] >= 0 and node["client_write_error"] >= 0
+    text = cli("stats").text
+    for node in doc["capacity"]:
+        assert re.search(rf"^node {node['node']} nsup +evicted \d+, expired \d+, evict-ttl -?\d+, "
+                         rf"hwm breached (yes|no), stop-writes (yes|no), never expire \d+, "
+                         rf"client write errors \d+$", text, re.M), text
+
+
+def test_nsup_line_says_unknown_for_what_a_node_does_not_report():
+    from tests.cli.test_probe import REAL_8_1, view
+
+    known = view(hwm_breached="true", evicted_objects=4, client_write_error=2).as_dict()
+    assert stats.nsup_line(known) == ("evicted 4, expired 94, evict-ttl 0, hwm breached yes, "
+                                      "stop-writes no, never expire 97, client write errors 2")
+    bare = view(REAL_8_1).as_dict()
+    assert stats.nsup_line(bare).endswith("client write errors ?")

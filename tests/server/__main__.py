@@ -5,6 +5,7 @@ import os
 import signal
 import sys
 
+from .nsup import EVAL_STOP_WRITES_PERIOD
 from .server import Fixture, Options, Server
 from .store import DEFAULT_NAMESPACES, parse_namespace_spec
 
@@ -21,8 +22,19 @@ def parse_args(argv):
         action="append",
         metavar="NAME[:key=value,...]",
         help="namespace to serve (repeatable); keys: max-record-size, write-block-size, "
-        "nsup-period, default-ttl, data-size, allow-ttl-without-nsup. "
-        "Default: " + " ".join(DEFAULT_NAMESPACES),
+        "nsup-period, default-ttl, data-size (or filesize), allow-ttl-without-nsup, "
+        "storage-engine (memory|device), evict-used-pct, stop-writes-used-pct, "
+        "stop-writes-avail-pct, evict-tenths-pct, evict-hist-buckets, "
+        "default-read-touch-ttl-pct, stop-writes-sys-memory-pct, evict-sys-memory-pct, "
+        "max-write-cache, post-write-cache, defrag-lwm-pct, flush-size, device-write-bps "
+        "(see tests/server/README.md). Default: " + " ".join(DEFAULT_NAMESPACES),
+    )
+    parser.add_argument(
+        "--stop-writes-period",
+        type=float,
+        default=EVAL_STOP_WRITES_PERIOD,
+        metavar="SECONDS",
+        help="seconds between stop-writes evaluations (default %(default)s; a real server: 10)",
     )
     parser.add_argument(
         "--scan-keep-binless",
@@ -50,7 +62,11 @@ def main(argv=None):
     if len({c.name for c in configs}) != len(configs) or len(configs) > 32:
         print("namespaces must be unique and at most 32", file=sys.stderr)
         return 2
-    options = Options(scan_keep_binless=args.scan_keep_binless, verbose=args.verbose)
+    if args.stop_writes_period <= 0:
+        print("--stop-writes-period must be > 0", file=sys.stderr)
+        return 2
+    options = Options(scan_keep_binless=args.scan_keep_binless, verbose=args.verbose,
+                      stop_writes_period=args.stop_writes_period)
     server = Server(Fixture(configs, options), port=args.port)
     if args.port_file:
         write_port_file(args.port_file, server.port)

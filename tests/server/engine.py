@@ -3,8 +3,9 @@
 Mirrors the server's read.c, write.c (write_master) and delete.c for the
 features the fixture supports: whole-record and named-bin reads, bin writes
 and deletes, integer/float increment, append/prepend, delete-all, touch,
-existence policies, generation checks, stored keys, TTL rules and the record
-size limit. Callers hold Store.lock while calling execute().
+existence policies, generation checks, stored keys, TTL rules, the record
+size limit, stop-writes, the device write queue and read-touch
+(read_touch.c). Callers hold Store.lock while calling execute().
 """
 
 import struct
@@ -81,6 +82,24 @@ def execute(store, req):
     return _write(ns, req)
 
 
+def count_result(store, req, result, batch=False):
+    """The namespace's transaction counters under the real names: client_* for
+    single-record commands, batch_sub_* for batch rows; success, error and, for
+    reads and deletes, not_found (write.c client_write_update_stats and the
+    read/delete counterparts). Call with Store.lock held."""
+    ns = store.get(req.ns)
+    if ns is None:
+        return
+    kind = {"read": "read", "remove": "delete"}.get(req.kind, "write")
+    if result == proto.OK:
+        outcome = "success"
+    elif result == proto.ERR_NOT_FOUND and kind != "write":
+        outcome = "not_found"
+    else:
+        outcome = "error"
+    ns.counts["%s_%s_%s" % ("batch_sub" if batch else "client", kind, outcome)] += 1
+
+
 def all_bins(rec):
     return [proto.Op(proto.OP_READ, pt, name, value) for name, (pt, value) in rec.bins.items()]
 
@@ -97,6 +116,18 @@ def _read(ns, req):
     rec = ns.live(req.digest)
     if rec is None:
         return Reply(proto.ERR_NOT_FOUND)
+    # read.c read_local: the read-touch check comes before the bins are read;
+    # the touch itself is an internal write the server runs after answering.
+    rc, write_ttl = ns.read_touch_check(rec, req.ttl)
+    if rc:
+        return Reply(rc)
+    reply = _read_bins(rec, req)
+    if write_ttl is not None:  # enqueued whatever the read then answers
+        ns.read_touch(req.digest, write_ttl)  # the reply keeps the old void time
+    return reply
+
+
+def _read_bins(rec, req):
     reply = Reply(proto.OK, rec.generation, rec.void_time)
     if req.info1 & proto.INFO1_GET_NOBINDATA:
         return reply
@@ -231,11 +262,17 @@ def _apply_ops(req, bins, has_read_all):
 
 
 def _write(ns, req):
+    # write.c as_write_start: a device whose write queue is too deep refuses
+    # first (as_storage_overloaded); then write_master_preprocessing refuses
+    # while the stop-writes thread has set stop_writes; then the ops are checked.
+    if ns.overloaded():
+        ns.counts["device_overloads"] += 1
+        return Reply(proto.ERR_DEVICE_OVERLOAD)
+    if ns.stop_writes:
+        return Reply(proto.ERR_SERVER_FULL)
     rc, must_not_create, is_replace, has_read_all = _check_write_ops(req)
     if rc:
         return Reply(rc)
-    if ns.stop_writes():
-        return Reply(proto.ERR_SERVER_FULL)
 
     now = now_void_time()
     rec = ns.live(req.digest, now)
@@ -277,6 +314,8 @@ def _write(ns, req):
     )
     if ns.too_big(new):
         return Reply(proto.ERR_RECORD_TOO_BIG, old_gen, old_void)
+    if not ns.fits(new, rec):
+        return Reply(proto.ERR_SERVER_FULL, old_gen, old_void)  # out of space
     ns.store(req.digest, new)
     if has_read_all:
         out = all_bins(new)

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import proto
-from .engine import Reply, Request, execute
+from .engine import Reply, Request, count_result, execute
 
 # Batch row flags (server batch.c).
 BATCH_REPEAT = 0x01
@@ -110,11 +110,9 @@ def handle_single(fx, msg):
     if pre_faults(fx, ops, digests):
         return Outcome(close=True)
     rule = fx.faults.take("result", ops, digests)
-    if rule is not None:
-        reply = Reply(rule.code)
-    else:
-        with fx.store.lock:
-            reply = execute(fx.store, req)
+    with fx.store.lock:
+        reply = Reply(rule.code) if rule is not None else execute(fx.store, req)
+        count_result(fx.store, req, reply.result)
     fx.stats.add(req.kind)
     if reply.result == proto.OK and req.kind != "read":
         fx.faults.note_writes(1)
@@ -251,6 +249,7 @@ def handle_batch(fx, msg):
             kind = row.req.kind
             rule = fx.faults.take("result", {"batch", kind}, {row.req.digest})
             reply = Reply(rule.code) if rule is not None else execute(fx.store, row.req)
+            count_result(fx.store, row.req, reply.result, batch=True)
             fx.stats.add(kind)
             if reply.result == proto.OK and kind != "read":
                 writes += 1

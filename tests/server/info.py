@@ -10,7 +10,7 @@ Request body: commands, each ended by '\\n'. Response body: for each command
 import base64
 
 from .faults import FaultSpecError
-from .store import CONFIG_KEYS, STOP_WRITES_USED_PCT, now_void_time
+from .store import CONFIG_KEYS, DEVICE_ONLY_KEYS, WBLOCK_SIZE, now_void_time
 
 BUILD = "8.1.2.0"
 EDITION = "Aerospike Community Edition"
@@ -27,6 +27,29 @@ CLUSTER_KEY = "9A4F3B6C2D1E"
 FULL_BITMAP = base64.b64encode(b"\xff" * 512).decode()
 
 ERR_UNRECOGNIZED = "ERROR:4:unrecognized command"
+
+# Transaction counters of `namespace/<ns>` (thr_info.c), by kind and outcome.
+TRANSACTION_STATS = (
+    ("client_read", ("success", "error", "not_found")),
+    ("client_write", ("success", "error")),
+    ("client_delete", ("success", "error", "not_found")),
+    ("batch_sub_read", ("success", "error", "not_found")),
+    ("batch_sub_write", ("success", "error")),
+    ("batch_sub_delete", ("success", "error", "not_found")),
+)
+READ_TOUCH_STATS = ("read_touch_success", "read_touch_error", "read_touch_skip")
+# The fixture's own per-namespace counters in `fixture-stats` (NAME.<ns>).
+FIXTURE_NS_COUNTERS = (
+    "nsup_wakes",  # NSUP thread wake-ups (every second)
+    "expire_cycles",  # expire passes
+    "evict_finds",  # eviction histograms built (hwm breached)
+    "evictions",  # evict passes run (one wake-up after a find published a void time)
+    "evict_refusals",  # finds whose lowest bucket alone was above the target
+    "evict_all_refusals",  # finds that would have evicted every eligible record
+    "evict_none_eligible",  # finds with no record that has a void time
+    "stop_writes_evals",  # stop-writes evaluations
+    "device_overloads",  # writes refused with 18 (device write queue too deep)
+)
 
 
 def split_command(cmd):
@@ -184,74 +207,130 @@ class InfoHandler:
     # -- namespace statistics and config -----------------------------------
 
     def _ns_stats(self, ns):
+        """Statistics of `namespace/<ns>`, in the order and under the names of
+        thr_info.c info_get_namespace_info (a subset)."""
         with self.fx.store.lock:
             ns.purge_expired()
             objects = len(ns.records)
             used = ns.bytes_used
-            non_expirable = sum(1 for r in ns.records.values() if r.void_time == 0)
+            used_pct, avail_pct = ns.used_pct(), ns.avail_pct()
+            write_q = ns.wblocks_to_flush()
+            counts = dict(ns.counts)
+            pairs = [
+                ("ns_cluster_size", 1),
+                ("effective_replication_factor", 1),
+                ("objects", objects),
+                ("tombstones", 0),
+                ("master_objects", objects),
+                ("prole_objects", 0),
+                ("unavailable_partitions", 0),
+                ("dead_partitions", 0),
+                ("clock_skew_stop_writes", "false"),
+                ("stop_writes", _bool(ns.stop_writes)),
+                ("hwm_breached", _bool(ns.hwm_breached)),
+                ("current_time", now_void_time()),
+                ("non_expirable_objects", ns.non_expirable_objects),
+                ("expired_objects", ns.expired_objects),
+                ("evicted_objects", ns.evicted_objects),
+                ("evict_ttl", ns.evict_ttl),
+                ("evict_void_time", ns.evict_void_time),
+                ("smd_evict_void_time", ns.smd_evict_void_time),
+                ("nsup_cycle_duration", ns.nsup_cycle_duration),
+                ("nsup_cycle_deleted_pct", "%.2f" % ns.nsup_cycle_deleted_pct),
+                ("index_used_bytes", objects * 64),
+            ]
         cfg = ns.config
-        pairs = [
-            ("ns_cluster_size", 1),
-            ("effective_replication_factor", 1),
-            ("objects", objects),
-            ("tombstones", 0),
-            ("master_objects", objects),
-            ("prole_objects", 0),
-            ("unavailable_partitions", 0),
-            ("dead_partitions", 0),
-            ("clock_skew_stop_writes", "false"),
-            ("stop_writes", _bool(ns.stop_writes())),
-            ("hwm_breached", "false"),
-            ("current_time", now_void_time()),
-            ("non_expirable_objects", non_expirable),
-            ("expired_objects", 0),
-            ("evicted_objects", 0),
-            ("index_used_bytes", objects * 64),
-        ]
-        if cfg.write_block_size:
+        if cfg.legacy:
             pairs.append(("device_used_bytes", used))
         else:
-            used_pct = 100 * used // cfg.data_size if cfg.data_size else 0
             pairs += [
                 ("data_total_bytes", cfg.data_size),
                 ("data_used_bytes", used),
                 ("data_used_pct", used_pct),
-                ("data_avail_pct", 100 - used_pct),
+                ("data_avail_pct", avail_pct),
+                ("data_compression_ratio", "1.000"),
             ]
+        if cfg.is_device:
+            # thr_info.c add_data_device_stats, for the one stand-in file.
+            free = max(cfg.data_size - used, 0) // WBLOCK_SIZE
+            pairs += [
+                ("cache_read_pct", 0),
+                ("storage-engine.file[0].used_bytes", used),
+                ("storage-engine.file[0].free_wblocks", free),
+                ("storage-engine.file[0].write_q", write_q),
+            ]
+        for kind, outcomes in TRANSACTION_STATS:
+            pairs += [("%s_%s" % (kind, o), counts.get("%s_%s" % (kind, o), 0)) for o in outcomes]
+        pairs += [(name, counts.get(name, 0)) for name in READ_TOUCH_STATS]
         return kv(pairs)
 
     def _ns_config(self, ns):
+        """Configuration of `namespace/<ns>` and `get-config`, in the order and
+        under the names of cfg_info.c cfg_get_namespace (a subset)."""
         cfg = ns.config
         pairs = [
             ("allow-ttl-without-nsup", _bool(cfg.allow_ttl_without_nsup)),
             ("apply-ttl-reductions", "true"),
             ("conflict-resolution-policy", "generation"),
-            ("default-read-touch-ttl-pct", 0),
+            ("default-read-touch-ttl-pct", cfg.default_read_touch_ttl_pct),
             ("default-ttl", cfg.default_ttl),
             ("disallow-null-setname", "false"),
+            ("evict-hist-buckets", cfg.evict_hist_buckets),
+            ("evict-indexes-memory-pct", 0),
+        ]
+        if cfg.evict_sys_memory_pct:
+            # A 7.0 setting (obsolete in 8.1, cfg.c), shown only when configured.
+            pairs.append(("evict-sys-memory-pct", cfg.evict_sys_memory_pct))
+        pairs += [
+            ("evict-tenths-pct", cfg.evict_tenths_pct),
             ("max-record-size", cfg.max_record_size),
             ("nsup-hist-period", 3600),
             ("nsup-period", cfg.nsup_period),
             ("nsup-threads", 1),
             ("replication-factor", 1),
-            ("stop-writes-sys-memory-pct", 90),
+            ("stop-writes-sys-memory-pct", cfg.stop_writes_sys_memory_pct),
             ("strong-consistency", "false"),
             ("transaction-pending-limit", 20),
-            ("storage-engine", "device" if cfg.write_block_size else "memory"),
         ]
-        if cfg.write_block_size:
+        if cfg.legacy:
             pairs += [
+                ("storage-engine", "device"),
                 ("storage-engine.flush-max-ms", 1000),
                 ("storage-engine.write-block-size", cfg.write_block_size),
+            ]
+        elif cfg.is_device:
+            pairs += [
+                ("storage-engine", "device"),
+                ("storage-engine.file[0]", "/opt/aerospike/data/%s.dat" % cfg.name),
+                ("storage-engine.cache-replica-writes", "false"),
+                ("storage-engine.cold-start-empty", "false"),
+                ("storage-engine.commit-to-device", "false"),
+                ("storage-engine.compression", "none"),
+                ("storage-engine.defrag-lwm-pct", cfg.defrag_lwm_pct),
+                ("storage-engine.evict-used-pct", cfg.evict_used_pct),
+                ("storage-engine.filesize", cfg.data_size),
+                ("storage-engine.flush-max-ms", 1000),
+                ("storage-engine.flush-size", cfg.flush_size),
+                ("storage-engine.max-write-cache", cfg.max_write_cache),
+                ("storage-engine.post-write-cache", cfg.post_write_cache),
+                ("storage-engine.read-page-cache", "false"),
+                ("storage-engine.stop-writes-avail-pct", cfg.stop_writes_avail_pct),
+                ("storage-engine.stop-writes-used-pct", cfg.stop_writes_used_pct),
             ]
         else:
             # 7.1+ has no write-block-size: the key is absent, not 0.
             pairs += [
+                ("storage-engine", "memory"),
+                ("storage-engine.commit-to-device", "false"),
+                ("storage-engine.compression", "none"),
                 ("storage-engine.data-size", cfg.data_size),
-                ("storage-engine.defrag-lwm-pct", 50),
-                ("storage-engine.evict-used-pct", 0),
-                ("storage-engine.stop-writes-avail-pct", 5),
-                ("storage-engine.stop-writes-used-pct", STOP_WRITES_USED_PCT),
+                ("storage-engine.defrag-lwm-pct", cfg.defrag_lwm_pct),
+                ("storage-engine.evict-used-pct", cfg.evict_used_pct),
+                ("storage-engine.filesize", 0),
+                ("storage-engine.flush-max-ms", 1000),
+                ("storage-engine.max-write-cache", cfg.max_write_cache),
+                ("storage-engine.stop-writes-avail-pct", cfg.stop_writes_avail_pct),
+                ("storage-engine.stop-writes-used-pct", cfg.stop_writes_used_pct),
             ]
         return kv(pairs)
 
@@ -280,6 +359,10 @@ class InfoHandler:
         if len(p) != 1 or next(iter(p)) not in CONFIG_KEYS:
             return "ERROR:4:invalid set-config parameter"
         key, value = next(iter(p.items()))
+        # cfg_info.c: post-write-cache and flush-size only for storage-engine
+        # device; device-write-bps is the fixture's device knob.
+        if key in DEVICE_ONLY_KEYS + ("device-write-bps",) and not ns.config.is_device:
+            return "ERROR:4:invalid set-config parameter"
         with self.fx.store.lock:
             trial = type(ns.config)(**ns.config.__dict__)
             try:
@@ -340,4 +423,7 @@ class InfoHandler:
                 ns.purge_expired()
                 pairs.append(("records.%s" % name, len(ns.records)))
                 pairs.append(("bytes.%s" % name, ns.bytes_used))
+                pairs += [("%s.%s" % (c, name), ns.counts.get(c, 0)) for c in FIXTURE_NS_COUNTERS]
+                if ns.config.is_device:
+                    pairs.append(("write_q_bytes.%s" % name, ns.flush_q_bytes()))
         return kv(pairs)

@@ -11,12 +11,15 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 
 
 @contextlib.contextmanager
-def running(timeout=10):
-    """Yields the loopback port of a fresh test server; stops it afterwards."""
+def running(timeout=10, args=()):
+    """Yields the loopback port of a fresh test server started with the extra
+    command-line `args` (e.g. ["--namespace", "ns:data-size=1M"]); stops it
+    afterwards."""
     with tempfile.TemporaryDirectory() as tmp:
         port_file = os.path.join(tmp, "port")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.server", "--port", "0", "--port-file", port_file],
+            [sys.executable, "-m", "tests.server", "--port", "0", "--port-file", port_file,
+             *args],
             cwd=REPO_ROOT,
         )
         try:

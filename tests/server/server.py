@@ -14,7 +14,7 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from . import proto
+from . import nsup, proto
 from .faults import Faults, Stats
 from .handlers import Outcome, error_proto, handle_batch, handle_single
 from .info import InfoHandler
@@ -26,10 +26,12 @@ from .store import Store
 class Options:
     scan_keep_binless: bool = False  # return scanned records lacking all selected bins
     verbose: bool = False
+    stop_writes_period: float = nsup.EVAL_STOP_WRITES_PERIOD  # seconds (the real one: 10)
 
 
 class Fixture:
-    """Shared state: the store, fault rules, counters and identity."""
+    """Shared state: the store, fault rules, counters and identity, and the
+    server's background threads (NSUP and stop-writes, nsup.py)."""
 
     def __init__(self, namespace_configs, options=None):
         self.store = Store(namespace_configs)
@@ -42,6 +44,10 @@ class Fixture:
         self.started = time.monotonic()
         self._open = 0  # connections being served now
         self._open_lock = threading.Lock()
+        self._threads = nsup.start(self.store, self.options.stop_writes_period)
+
+    def stop_threads(self):
+        self._threads.set()
 
     def uptime(self):
         return time.monotonic() - self.started
@@ -100,6 +106,7 @@ class Server:
 
     def close(self):
         self._closing = True
+        self.fx.stop_threads()
         self.sock.close()
 
     def _serve_conn(self, conn):

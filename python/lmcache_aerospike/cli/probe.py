@@ -2,8 +2,10 @@
 
 It reaches every seed, opens the engine as LMCache would (which discovers the
 namespace's record-size limits and logs the segment sizes it derives), reads the
-cluster's builds, size and the namespace's space, thresholds and TTL settings, and
-says what is wrong, one sentence per problem. Exit status 1 when anything is.
+cluster's builds, size and the namespace's space, thresholds, TTL and eviction
+settings, judges whether the namespace evicts our chunks when full (rather than
+stopping writes), and says what is wrong, one sentence per problem. Exit status 1
+when anything is.
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ from lmcache_aerospike.config import Settings
 
 NEAR = 10  # points from a stop-writes threshold that already count as a problem
 DEFAULT_PORT = 3000
+# Eviction readiness (NSUP, as/src/base/nsup.c):
+MIN_EVICT_TENTHS_PCT = 10  # below 1 % a cycle frees less than a burst of writes
+PINNED_SHARE_PCT = 50  # never-expiring records above this share of the namespace
+MIN_WRITE_CACHE = 256 << 20  # a device's max-write-cache below this overloads under load
+MAX_EVICT_PLUS_AVAIL = 90  # evict-used-pct + stop-writes-avail-pct: room defrag needs
+MiB = 1 << 20
 
 EXAMPLES = """\
 examples:
@@ -33,7 +41,17 @@ cluster does not have; TTL writes the namespace refuses (default_ttl_seconds > 0
 with nsup-period 0 and allow-ttl-without-nsup false: the engine will not open);
 stop_writes or clock_skew_stop_writes set; used or available space within 10 points
 of stop-writes-used-pct / stop-writes-avail-pct; fewer nodes than seeds; nodes the
-client cannot reach.
+client cannot reach. And whether the namespace evicts our chunks when it fills
+(NSUP) rather than stopping writes: chunks without a TTL (default_ttl_seconds -1,
+or 0 with default-ttl 0) or nsup-period 0, which nothing expires or evicts;
+evict-used-pct 0 (eviction off); evict-used-pct at or above stop-writes-used-pct
+(or evict-sys-memory-pct at or above stop-writes-sys-memory-pct); buckets of void
+time wider than a second (default_ttl_seconds / evict-hist-buckets), which NSUP
+evicts whole or not at all; evict-tenths-pct below 10; never-expiring records
+above half the namespace; on a device, max-write-cache below 256 MiB, and
+evict-used-pct + stop-writes-avail-pct above 90 (defrag cannot keep blocks free).
+It notes how fast NSUP can evict (records per cycle of nsup-period + 1 s) and a
+device's post-write-cache.
 """
 
 
@@ -164,7 +182,11 @@ def _survey(conn: _native.Connector, settings: Settings, report: dict[str, Any])
     report.update(nodes=server.builds(conn), cluster_size=server.cluster_size(conn),
                   namespace_nodes=[v.as_dict() for v in views], limits=conn.limits())
     report["problems"] += namespace_problems(views, settings.namespace)
-    report["notes"] += notes(views, settings, report["nodes"])
+    report["problems"] += ttl_problems(views, settings)
+    problems, eviction_notes = eviction_problems(
+        views, settings, conn.limits().get("target_segment_bytes"))
+    report["problems"] += problems
+    report["notes"] += notes(views, settings, report["nodes"]) + eviction_notes
 
 
 def namespace_problems(views: list[server.NodeNamespace], ns: str) -> list[str]:
@@ -189,13 +211,148 @@ def namespace_problems(views: list[server.NodeNamespace], ns: str) -> list[str]:
     return out
 
 
+def ttl_problems(views: list[server.NodeNamespace], settings: Settings) -> list[str]:
+    """Chunks NSUP can never remove: without a TTL, or with NSUP off."""
+    out, ns, ttl = [], settings.namespace, settings.default_ttl_seconds
+    present = [v for v in views if v.present]
+    if ttl < 0:
+        out.append(f"default_ttl_seconds is {ttl}: our chunks never expire, so NSUP never "
+                   f"evicts them; set default_ttl_seconds > 0")
+    elif ttl == 0 and any(v.default_ttl == 0 for v in present):
+        out.append(f"default_ttl_seconds is 0 and namespace '{ns}' has default-ttl 0: our "
+                   f"chunks never expire, so NSUP never evicts them; set "
+                   f"default_ttl_seconds > 0")
+    for v in present:
+        if v.nsup_period != 0:
+            continue
+        if ttl > 0 and not v.allow_ttl_without_nsup:
+            continue  # the engine's TTLConfigError at open says it already
+        out.append(f"node {v.node} ({v.address}): namespace '{ns}' has nsup-period 0: NSUP "
+                   f"never runs, so nothing expires or is evicted; set nsup-period > 0")
+    return out
+
+
+def effective_ttl(v: server.NodeNamespace, settings: Settings) -> tuple[int, str] | None:
+    """The TTL our chunks get on this node, and the setting it comes from."""
+    ttl = settings.default_ttl_seconds
+    if ttl > 0:
+        return ttl, "default_ttl_seconds"
+    if ttl == 0 and v.default_ttl:
+        return v.default_ttl, "the namespace's default-ttl"
+    return None
+
+
+def eviction_problems(views: list[server.NodeNamespace], settings: Settings,
+                      record_bytes: int | None = None) -> tuple[list[str], list[str]]:
+    """(problems, notes) about eviction readiness, per node: does NSUP evict when
+    the namespace fills, in time, and in small enough steps? `record_bytes` is
+    the size of one of our records, for a namespace that holds none yet."""
+    problems: list[str] = []
+    out_notes: list[str] = []
+    ns = settings.namespace
+    for v in views:
+        if not v.present:
+            continue
+        where = f"node {v.node} ({v.address}): namespace '{ns}'"
+        if v.is_device:
+            _device_checks(v, where, problems, out_notes)
+        evict = v.evict_used_pct
+        if evict is None:
+            continue  # a server that does not say (6.x): nothing to judge
+        swu, swa = v.stop_writes_used_pct, v.stop_writes_avail_pct
+        if evict == 0:
+            problems.append(f"{where} stops writes when full instead of evicting "
+                            f"(storage-engine.evict-used-pct 0); set evict-used-pct below "
+                            f"stop-writes-used-pct {_or_unknown(swu)} (the README's recipe)")
+            continue
+        if swu and evict >= swu:
+            problems.append(f"{where} has evict-used-pct {evict} at or above "
+                            f"stop-writes-used-pct {swu}: stop-writes comes first and NSUP "
+                            f"never evicts; set evict-used-pct below {swu}")
+        esm, ssm = v.evict_sys_memory_pct, v.stop_writes_sys_memory_pct
+        if esm and ssm and esm >= ssm:
+            problems.append(f"{where} has evict-sys-memory-pct {esm} at or above "
+                            f"stop-writes-sys-memory-pct {ssm}: stop-writes comes first; "
+                            f"set evict-sys-memory-pct below {ssm}")
+        if v.is_device and swa is not None and evict + swa > MAX_EVICT_PLUS_AVAIL:
+            problems.append(f"{where} evicts from {evict}% used and stops writes below "
+                            f"{swa}% available: so full, defrag (defrag-lwm-pct "
+                            f"{_or_unknown(v.defrag_lwm_pct)}) cannot keep enough blocks "
+                            f"free; lower evict-used-pct (now {evict}) to "
+                            f"{MAX_EVICT_PLUS_AVAIL - swa} or stop-writes-avail-pct "
+                            f"(now {swa})")
+        ttl = effective_ttl(v, settings)
+        buckets = v.evict_hist_buckets
+        if ttl is not None and buckets:
+            width = max(1, -(-ttl[0] // buckets))
+            if width > 1:
+                problems.append(f"{where}: NSUP evicts records in buckets of {width} seconds "
+                                f"of void time: every record written within {width} seconds "
+                                f"goes at once or not at all; set evict-hist-buckets (now "
+                                f"{buckets}) to at least {ttl[1]} ({ttl[0]})")
+        tenths = v.evict_tenths_pct
+        if tenths is not None:
+            if tenths < MIN_EVICT_TENTHS_PCT:
+                problems.append(f"{where} evicts at most {tenths / 10:g}% of its records per "
+                                f"NSUP cycle; raise evict-tenths-pct (now {tenths}) so that "
+                                f"a cycle frees more than a burst of writes")
+            rate = eviction_rate(v, record_bytes)
+            if rate is not None:
+                mib_s, records, cycle = rate
+                out_notes.append(f"node {v.node}: NSUP can evict about {mib_s:.1f} MiB/s "
+                                 f"({records} records per {cycle} s cycle)")
+        if v.objects and v.non_expirable_objects is not None:
+            share = 100 * v.non_expirable_objects // v.objects
+            if share > PINNED_SHARE_PCT:
+                problems.append(f"{where}: pinned (never-expiring) records are {share}% of "
+                                f"the namespace and are never evicted; unpin what need not "
+                                f"stay (lmcache-aerospike unpin)")
+    return problems, out_notes
+
+
+def eviction_rate(v: server.NodeNamespace,
+                  record_bytes: int | None) -> tuple[float, int, int] | None:
+    """(MiB/s, records per cycle, cycle seconds) NSUP evicts at most on this node:
+    eligible records x evict-tenths-pct / 1000 per cycle of about nsup-period + 1 s
+    (a find, then the eviction on the next wake-up). Eligible records are those
+    with a TTL (objects - non_expirable_objects); below evict-used-pct they are
+    estimated for the namespace at evict-used-pct, from data-size and the mean
+    record size (data_used_bytes / objects, else `record_bytes`)."""
+    if not v.nsup_period or not v.evict_used_pct or v.evict_tenths_pct is None:
+        return None
+    mean = v.mean_record_bytes() or record_bytes
+    if not mean:
+        return None
+    objects, pinned = v.objects or 0, v.non_expirable_objects or 0
+    if v.used_pct is not None and v.used_pct >= v.evict_used_pct:
+        eligible = max(objects - pinned, 0)
+    elif v.total_bytes:
+        at_evict = v.total_bytes * v.evict_used_pct // 100 // mean
+        eligible = at_evict - (at_evict * min(pinned, objects) // objects if objects else 0)
+    else:
+        return None
+    records = eligible * v.evict_tenths_pct // 1000
+    cycle = v.nsup_period + 1
+    return records * mean / cycle / MiB, records, cycle
+
+
+def _device_checks(v: server.NodeNamespace, where: str, problems: list[str],
+                   out_notes: list[str]) -> None:
+    if v.max_write_cache is not None and v.max_write_cache < MIN_WRITE_CACHE:
+        problems.append(f"{where}: writes will fail with device overload under load; raise "
+                        f"max-write-cache (now {output.size(v.max_write_cache)})")
+    if v.post_write_cache is not None:
+        out_notes.append(f"node {v.node}: post-write-cache {output.size(v.post_write_cache)} "
+                         f"(recently written blocks kept in memory)")
+
+
+def _or_unknown(value: int | None) -> str:
+    return "unknown" if value is None else str(value)
+
+
 def notes(views: list[server.NodeNamespace], settings: Settings,
           nodes: list[dict[str, str]]) -> list[str]:
     out = []
-    ttl = settings.default_ttl_seconds
-    if ttl < 0 or (ttl == 0 and any(v.default_ttl == 0 for v in views)):
-        out.append(f"chunks never expire (default_ttl_seconds {ttl}"
-                   + (", namespace default-ttl 0)" if ttl == 0 else ")"))
     if len({n["build"] for n in nodes}) > 1:
         out.append("nodes run different builds: "
                    + ", ".join(f"{n['node']} {n['build']}" for n in nodes))
@@ -245,10 +402,22 @@ def _node_rows(v: dict[str, Any]) -> list[tuple[str, str]]:
                               f"{pct(v['stop_writes_avail_pct'])}); clock skew "
                               f"{_flag(v['clock_skew_stop_writes'])}"),
         (f"{at} records", f"max-record-size {v['max_record_size']}, replication factor "
-                          f"{v['replication_factor']}"),
+                          f"{v['replication_factor']}, storage-engine "
+                          f"{v['storage_engine'] or 'unknown'}"),
         (f"{at} ttl", f"default-ttl {v['default_ttl']}, nsup-period {v['nsup_period']}, "
                       f"allow-ttl-without-nsup {_flag(v['allow_ttl_without_nsup'])}"),
-    ]
+        (f"{at} eviction", f"evict-used-pct {pct(v['evict_used_pct'])} (hwm breached "
+                           f"{_flag(v['hwm_breached'])}), evict-tenths-pct "
+                           f"{_or_unknown(v['evict_tenths_pct'])}, evict-hist-buckets "
+                           f"{_or_unknown(v['evict_hist_buckets'])}"),
+        (f"{at} nsup", f"evicted {_or_unknown(v['evicted_objects'])}, expired "
+                       f"{_or_unknown(v['expired_objects'])}, never expire "
+                       f"{_or_unknown(v['non_expirable_objects'])}, evict-ttl "
+                       f"{_or_unknown(v['evict_ttl'])}"),
+    ] + ([(f"{at} device", f"max-write-cache {output.size(v['max_write_cache'])}, "
+                          f"post-write-cache {output.size(v['post_write_cache'])}, "
+                          f"defrag-lwm-pct {_or_unknown(v['defrag_lwm_pct'])}")]
+         if v["storage_engine"] == "device" and v["write_block_size"] is None else [])
 
 
 def _flag(value: bool | None) -> str:

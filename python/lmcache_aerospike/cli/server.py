@@ -1,5 +1,6 @@
 """What the cluster says about itself, from info commands (`Connector.info`), per
-node: builds, cluster size, and a namespace's space, thresholds and TTL settings.
+node: builds, cluster size, and a namespace's space, thresholds, TTL settings, and
+its eviction (NSUP) settings and counters.
 
 Answers are untrusted text: a field that is missing or not a number is None, and
 the commands say "unknown" rather than guess. Field names vary by server version,
@@ -29,11 +30,29 @@ FIELDS = {
     "max_record_size": ("max-record-size",),
     "write_block_size": ("storage-engine.write-block-size",),
     "replication_factor": ("effective_replication_factor", "replication-factor"),
+    # Eviction (NSUP) state and settings, 7.0+ names.
+    "non_expirable_objects": ("non_expirable_objects",),
+    "expired_objects": ("expired_objects",),
+    "evicted_objects": ("evicted_objects",),
+    "evict_ttl": ("evict_ttl",),
+    "client_write_error": ("client_write_error",),
+    "evict_used_pct": ("storage-engine.evict-used-pct",),
+    "evict_tenths_pct": ("evict-tenths-pct",),
+    "evict_hist_buckets": ("evict-hist-buckets",),
+    "stop_writes_sys_memory_pct": ("stop-writes-sys-memory-pct",),
+    "evict_sys_memory_pct": ("evict-sys-memory-pct",),  # 7.0 only
+    "max_write_cache": ("storage-engine.max-write-cache",),
+    "post_write_cache": ("storage-engine.post-write-cache",),
+    "defrag_lwm_pct": ("storage-engine.defrag-lwm-pct",),
 }
 FLAGS = {
     "stop_writes": "stop_writes",
     "clock_skew_stop_writes": "clock_skew_stop_writes",
     "allow_ttl_without_nsup": "allow-ttl-without-nsup",
+    "hwm_breached": "hwm_breached",
+}
+STRINGS = {
+    "storage_engine": "storage-engine",
 }
 
 
@@ -76,6 +95,21 @@ class NodeNamespace:
     max_record_size: int | None = None
     write_block_size: int | None = None
     replication_factor: int | None = None
+    storage_engine: str | None = None
+    hwm_breached: bool | None = None
+    non_expirable_objects: int | None = None
+    expired_objects: int | None = None
+    evicted_objects: int | None = None
+    evict_ttl: int | None = None
+    client_write_error: int | None = None
+    evict_used_pct: int | None = None
+    evict_tenths_pct: int | None = None
+    evict_hist_buckets: int | None = None
+    stop_writes_sys_memory_pct: int | None = None
+    evict_sys_memory_pct: int | None = None
+    max_write_cache: int | None = None
+    post_write_cache: int | None = None
+    defrag_lwm_pct: int | None = None
 
     @classmethod
     def parse(cls, node: str, address: str, answer: str) -> "NodeNamespace":
@@ -88,6 +122,8 @@ class NodeNamespace:
             setattr(view, name, _number(found))
         for name, key in FLAGS.items():
             setattr(view, name, kv[key] == "true" if key in kv else None)
+        for name, key in STRINGS.items():
+            setattr(view, name, kv.get(key) or None)
         if view.used_pct is None and view.used_bytes is not None and view.total_bytes:
             view.used_pct = 100 * view.used_bytes // view.total_bytes
         return view
@@ -106,6 +142,17 @@ class NodeNamespace:
         if self.stop_writes_avail_pct is not None and self.avail_pct is not None:
             room.append(total * (self.avail_pct - self.stop_writes_avail_pct) // 100)
         return max(0, min(room)) if room else None
+
+    @property
+    def is_device(self) -> bool:
+        """An SSD (or file) namespace of 7.1+: it has a write queue and defrag."""
+        return self.storage_engine == "device" and self.write_block_size is None
+
+    def mean_record_bytes(self) -> int | None:
+        """data_used_bytes / objects: what one record of the namespace takes."""
+        if not self.objects or self.used_bytes is None:
+            return None
+        return self.used_bytes // self.objects
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

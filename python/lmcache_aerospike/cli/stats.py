@@ -1,5 +1,6 @@
 """`stats`: what the set holds (a scan of its meta records), how full the namespace
-is (its info), and about how many more chunks fit before it stops writes."""
+is (its info), what NSUP has evicted and expired on each node, and about how many
+more chunks fit before it stops writes."""
 
 from __future__ import annotations
 
@@ -33,6 +34,10 @@ The room estimate (an estimate, not a promise):
   chunks      = bytes left / chunk cost
 SIZE is --chunk-size (4M, 256K or bytes), by default the median stored chunk (4M
 when the set is empty). Capacity is the namespace's, shared with other sets.
+
+Per node it also shows what NSUP did, from the namespace's statistics:
+evicted_objects, expired_objects, evict_ttl, hwm_breached (eviction triggered),
+stop_writes, non_expirable_objects and client_write_error.
 """
 
 
@@ -114,6 +119,7 @@ def _print(r: dict[str, Any]) -> None:
                       f"{_pct(v['avail_pct'])} available; stop-writes at used "
                       f"{_pct(v['stop_writes_used_pct'])} or avail "
                       f"{_pct(v['stop_writes_avail_pct'])}"))
+        lines.append((f"node {v['node']} nsup", nsup_line(v)))
     source = {"--chunk-size": "--chunk-size", "median": "the median stored chunk",
               "default": "no chunk stored yet"}[e["chunk_size_from"]]
     room = ("unknown (the namespace does not report its thresholds)"
@@ -125,6 +131,20 @@ def _print(r: dict[str, Any]) -> None:
             f"(an estimate; see --help)")
     lines.append(("room", room))
     output.rows(lines)
+
+
+def nsup_line(v: dict[str, Any]) -> str:
+    """What NSUP has done on a node, and whether it refuses writes."""
+    def n(key: str) -> str:
+        return "?" if v[key] is None else str(v[key])
+
+    def flag(key: str) -> str:
+        return "?" if v[key] is None else ("yes" if v[key] else "no")
+
+    return (f"evicted {n('evicted_objects')}, expired {n('expired_objects')}, evict-ttl "
+            f"{n('evict_ttl')}, hwm breached {flag('hwm_breached')}, stop-writes "
+            f"{flag('stop_writes')}, never expire {n('non_expirable_objects')}, client write "
+            f"errors {n('client_write_error')}")
 
 
 def _pct(value: int | None) -> str:
