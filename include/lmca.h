@@ -266,7 +266,8 @@ LMCA_EXTERN int lmca_limits_resolve(const lmca_server_info_t *srv, const lmca_co
  * evicts nothing at all, and a namespace filled faster than that never evicts
  * (as/src/base/nsup.c, find_evict_void_time). So the engine hands void times
  * out in write order, at most `per_second` records to a second: a burst runs
- * ahead of now + default_ttl_seconds rather than into one second. DESIGN.md,
+ * ahead of now + default_ttl_seconds (up to `lead_seconds`) rather than into one
+ * second. DESIGN.md,
  * "A cache that stays full", has the measurements.
  */
 typedef struct lmca_eviction {
@@ -276,12 +277,18 @@ typedef struct lmca_eviction {
     uint64_t target;     /* the most NSUP evicts per cycle: records * tenths / 1000 */
     uint32_t per_second; /* records this handle gives one second of void time;
                             0 = no limit (eviction off) */
+    uint64_t lead_seconds; /* how far its clock may run ahead of now + TTL; a
+                              put due further ahead waits (lmca_put_pace) */
 } lmca_eviction_t;
 
 /* Derives the eviction plan from the namespace's answer, the limits and the
-   settings (records_per_void_second, when not 0, wins). Pure. */
+   settings (records_per_void_second, when not 0, wins). The records the
+   namespace will hold are its capacity over its mean record, or, while it holds
+   too few to tell, over `mean_hint` (the mean record of this handle's puts; 0 =
+   unknown: a full segment). Pure. */
 LMCA_EXTERN void lmca_eviction_plan(const lmca_server_info_t *srv, const lmca_limits_t *limits,
-                                    const lmca_config_t *cfg, lmca_eviction_t *out);
+                                    const lmca_config_t *cfg, uint64_t mean_hint,
+                                    lmca_eviction_t *out);
 
 /* The plan in force on a handle, as of its last look at the namespace (at open,
    then about every 10 s while it writes). */
@@ -469,6 +476,7 @@ typedef struct lmca_stats {
     uint64_t dropped_busy;      /* puts dropped: device overload or a busy key stayed */
     uint64_t dropped_unsent;    /* ... of dropped_full, refused here without a round
                                    trip while the namespace was known to be full */
+    uint64_t puts_paced;        /* puts that waited for the void-time clock */
     bool full;                  /* puts are being dropped unsent right now */
 } lmca_stats_t;
 
@@ -495,9 +503,10 @@ typedef struct lmca_put_s {
     /* the engine's: the chunk's void time (unix seconds; 0 = the TTL as
        configured) and its backpressure state (lmca_put_backoff) */
     uint64_t void_at;
+    uint64_t send_us; /* not to send before (realtime µs): lmca_put_pace */
     uint64_t deadline_ms;
     uint32_t refusals;
-    bool dropped;
+    bool dropped, paced;
 } lmca_put_t;
 
 /*
@@ -513,16 +522,28 @@ LMCA_EXTERN int lmca_put_begin(lmca_t *h, lmca_put_t *p, lmca_err_t *err);
  * key, no connection free) may land if tried again a little later. Call this
  * with the step's status: it returns how many milliseconds to wait before
  * trying the same step again (jittered, growing from 2 ms to 200 ms), or -1 to
- * give up: any other status, or backpressure_ms spent since the first refusal,
- * or the namespace known to be full. A put given up on a refusal is counted
+ * give up: any other status, or backpressure_ms spent since the first refusal
+ * (up to three times that while other refused puts of the handle land: the
+ * namespace is evicting, this put lost the race for the room), or the
+ * namespace known to be full. A put given up on a refusal is counted
  * once as dropped (lmca_stats_t), and a WARNING naming the cause and the
  * setting to change is logged at most once a minute. Thread-safe: the
  * segments of one put may call it from several threads.
- * When a put spent its whole budget on stop-writes, the handle drops puts
- * without sending them (LMCA_EFULL, counted dropped_unsent) for
- * full_recheck_ms, then lets one through to look again.
+ * When a put spent its whole budget on stop-writes and no refused put landed
+ * meanwhile, the handle drops puts without sending them (LMCA_EFULL, counted
+ * dropped_unsent) for full_recheck_ms, then lets one through to look again.
  */
 LMCA_EXTERN int lmca_put_backoff(lmca_t *h, lmca_put_t *p, int rc);
+
+/*
+ * Pacing. A put is due at a second of the handle's void-time clock, which gives
+ * each second at most lmca_eviction_t.per_second records; when puts come faster
+ * for long, the clock runs ahead of now + default_ttl_seconds, and a put due
+ * more than lead_seconds ahead waits: NSUP could not evict faster than that
+ * either. Call this before a put's first write: it returns how many
+ * milliseconds to wait (0: send now). Counted once per put (puts_paced).
+ */
+LMCA_EXTERN int lmca_put_pace(lmca_t *h, lmca_put_t *p);
 
 /*
  * Writes segments [first, first + count) of a put whose meta.nseg > 1: in batch

@@ -413,18 +413,23 @@ run_get_tile(lmca__task *t)
     free(gs);
 }
 
+static void
+sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
 /* A tile's put refused for a moment, tried again on this worker: tiles hold
    small chunks (at most batch_threshold_bytes) in one batch call, and a
    refused row is written alone. Larger puts wait in the queue (lmca__defer). */
 static int
 commit_waiting(lmca_t *h, lmca_put_t *p, int rc, lmca_err_t *err)
 {
-    struct timespec ts;
     int wait;
     while ((wait = lmca_put_backoff(h, p, rc)) >= 0) {
-        ts = (struct timespec){wait / 1000, (long)(wait % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) != 0)
-            ;
+        sleep_ms(wait);
         if ((rc = lmca_put_commit(h, p, err)) == LMCA_OK)
             break;
     }
@@ -449,6 +454,11 @@ run_set_tile(lmca__task *t)
         ps[k] = (lmca_put_t){.key = job->keys[f + k], .buf = job->bufs[f + k],
                              .len = job->lens[f + k], .opts = &job->opts[f + k]};
         rc = lmca_put_begin(job->pool->h, &ps[k], &err);
+    }
+    for (size_t k = 0; rc == LMCA_OK && k < n; k++) { /* the tile goes when its last may */
+        int wait = lmca_put_pace(job->pool->h, &ps[k]);
+        if (wait > 0)
+            sleep_ms(wait);
     }
     if (rc == LMCA_OK)
         lmca_put_commit_many(job->pool->h, ps, n, results, &err);
@@ -514,8 +524,13 @@ commit_key(lmca__job *job, size_t i, lmca__task *t)
     lmca_t *h = job->pool->h;
     lmca_put_t *p = job->ks[i].put;
     lmca_err_t err = {0};
-    int rc = lmca_put_commit(h, p, &err), wait;
+    int rc, wait;
 
+    if (t != NULL && (wait = lmca_put_pace(h, p)) > 0) { /* a one-record put's first write */
+        lmca__defer(job->pool, t, wait);
+        return false;
+    }
+    rc = lmca_put_commit(h, p, &err);
     if (rc != LMCA_OK && (wait = lmca_put_backoff(h, p, rc)) >= 0) {
         if (t == NULL && (t = lmca__task_new(job, LMCA__T_COMMIT, i, 1, 0)) != NULL)
             atomic_fetch_add_explicit(&job->pending, 1, memory_order_relaxed);
@@ -589,6 +604,10 @@ run_segment(lmca__task *t)
     int rc, wait;
 
     if (job->c.op == LMCA_OP_SET) {
+        if ((wait = lmca_put_pace(h, ks->put)) > 0) { /* due too far ahead: not yet */
+            lmca__defer(job->pool, t, wait);
+            return false;
+        }
         rc = lmca_put_segments(h, ks->put, t->segment, (uint32_t)t->count, &err);
         if (rc != LMCA_OK && (wait = lmca_put_backoff(h, ks->put, rc)) >= 0) {
             lmca__defer(job->pool, t, wait);

@@ -29,14 +29,36 @@
 
 #include "schema.h"
 
-/* The clock gives a second of void time a quarter of NSUP's per-cycle target:
-   a cycle takes about two seconds (find, then evict a second later), so one
-   writer at the pace NSUP evicts fills two seconds per cycle at half the
-   target each, and bursts, touches and other writers have room before a second
-   reaches the target. */
-#define TARGET_SHARE 4
-/* How often a writing handle looks at the namespace again. */
+/* The clock gives a second of void time half of NSUP's per-cycle target. A cycle
+   takes about two seconds (find, then evict a second later), so a writer held to
+   the pace NSUP evicts writes half a target a second: the clock then keeps pace
+   with time instead of running ahead. A clock that ran ahead for good (a quarter
+   of the target, measured) made every newer store due after every read-touched
+   one, since a read-touch restarts a record's own TTL on the server's clock: the
+   hot chunks were evicted first (tests/ext/test_cache_full.py). */
+#define TARGET_SHARE 2
+/* How far the clock may run ahead of now + TTL: a little more than the burst a
+   writer may land after an NSUP cycle frees room (a target, two seconds at
+   `per_second`). A put whose void time is further ahead waits (lmca_put_pace):
+   a clock that ran ahead unbounded broke read-touch as above, and one that piled
+   the overflow into its farthest second made a second NSUP refused, for good,
+   when a namespace filled from empty faster than the plan allowed. */
+#define LEAD_SECONDS 3
+/* A chunk's void time is its place on the clock plus 0 to DITHER_SECONDS - 1
+   seconds drawn from its write id. A read-touch restarts a record's TTL as the
+   server counts it (now + the TTL it was written with), so the chunks of one
+   long prefix, read together, would all be due in one second: 100 chunks read
+   at once in a namespace of 127 (a target of 38) made a second NSUP refused,
+   and nothing was evicted again (tests/ext/test_cache_full.py). Spread over 4
+   seconds, even the whole namespace read at once stays under a target of 25 %
+   (evict-tenths-pct 250; the recipes use 300); void times still follow write
+   order to within those 4 seconds. */
+#define DITHER_SECONDS 4
+/* How often a writing handle looks at the namespace again; every second while
+   the namespace is nearly empty, whose mean record is a guess. */
 #define WATCH_MS 10000
+#define WATCH_EARLY_MS 1000
+#define FEW_OBJECTS 64
 /* At most one warning about dropped stores per cause and interval. */
 #define WARN_MS 60000
 /* Backoff: from 2 ms, doubling, to at most 200 ms, jittered. */
@@ -76,7 +98,7 @@ capacity(const lmca_server_info_t *s)
 
 void
 lmca_eviction_plan(const lmca_server_info_t *srv, const lmca_limits_t *limits,
-                   const lmca_config_t *cfg, lmca_eviction_t *out)
+                   const lmca_config_t *cfg, uint64_t mean_hint, lmca_eviction_t *out)
 {
     uint64_t mean, records;
 
@@ -87,11 +109,12 @@ lmca_eviction_plan(const lmca_server_info_t *srv, const lmca_limits_t *limits,
     if (!out->enabled)
         return;
     /* Records at evict-used-pct: the capacity over the mean record the namespace
-       holds, or, while it is nearly empty, over a full segment (fewer, larger
-       records than the truth: a smaller target, the safe side). */
-    mean = srv->objects >= 64 && srv->data_used_bytes > 0
+       holds, or, while it is nearly empty, over the hint, or a full segment
+       (fewer, larger records than the truth: a smaller target, the safe side). */
+    mean = srv->objects >= FEW_OBJECTS && srv->data_used_bytes > 0
                ? (uint64_t)srv->data_used_bytes / (uint64_t)srv->objects
-               : limits->target_segment_bytes;
+           : mean_hint > 0 ? mean_hint
+                           : limits->target_segment_bytes;
     records = capacity(srv) / 100 * (uint64_t)srv->evict_used_pct / (mean ? mean : 1);
     /* Never-expiring records (pinned chunks) are not in NSUP's histogram. */
     if (srv->objects > 0 && srv->non_expirable_objects > 0 &&
@@ -104,12 +127,14 @@ lmca_eviction_plan(const lmca_server_info_t *srv, const lmca_limits_t *limits,
         uint64_t k = out->target / TARGET_SHARE;
         out->per_second = k == 0 ? 1 : k > UINT32_MAX ? UINT32_MAX : (uint32_t)k;
     }
+    out->lead_seconds = LEAD_SECONDS;
 }
 
 static void
 set_plan(lmca_t *h, const lmca_eviction_t *e)
 {
     atomic_store_explicit(&h->cache.per_second, e->per_second, memory_order_relaxed);
+    atomic_store_explicit(&h->cache.lead_seconds, e->lead_seconds, memory_order_relaxed);
     atomic_store_explicit(&h->cache.target, e->target, memory_order_relaxed);
     atomic_store_explicit(&h->cache.records, e->records, memory_order_relaxed);
     atomic_store_explicit(&h->cache.enabled, e->enabled, memory_order_relaxed);
@@ -122,15 +147,33 @@ lmca_eviction(lmca_t *h, lmca_eviction_t *out)
     out->records = atomic_load_explicit(&h->cache.records, memory_order_relaxed);
     out->target = atomic_load_explicit(&h->cache.target, memory_order_relaxed);
     out->per_second = (uint32_t)atomic_load_explicit(&h->cache.per_second, memory_order_relaxed);
+    out->lead_seconds = atomic_load_explicit(&h->cache.lead_seconds, memory_order_relaxed);
+}
+
+/* The mean record of this handle's puts so far, 0 before the first. */
+static uint64_t
+own_mean(lmca_t *h)
+{
+    uint64_t records = atomic_load_explicit(&h->cache.put_records, memory_order_relaxed);
+    return records ? atomic_load_explicit(&h->cache.put_bytes, memory_order_relaxed) / records
+                   : 0;
+}
+
+void
+lmca__cache_planned(lmca_t *h, uint32_t records, uint64_t bytes)
+{
+    atomic_fetch_add_explicit(&h->cache.put_records, records, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->cache.put_bytes, bytes, memory_order_relaxed);
 }
 
 void
 lmca__cache_open(lmca_t *h)
 {
     lmca_eviction_t e;
-    lmca_eviction_plan(&h->server, &h->limits, &h->cfg, &e);
+    lmca_eviction_plan(&h->server, &h->limits, &h->cfg, 0, &e);
     set_plan(h, &e);
-    atomic_store(&h->cache.watch_next_ms, mono_ms() + WATCH_MS);
+    atomic_store(&h->cache.watch_next_ms,
+                 mono_ms() + (h->server.objects < FEW_OBJECTS ? WATCH_EARLY_MS : WATCH_MS));
     if (e.enabled)
         lmca__log(&h->cfg, LMCA_LOG_INFO,
                   "namespace '%s' evicts: at most %llu of about %llu records per NSUP cycle; "
@@ -156,8 +199,10 @@ lmca__cache_watch(lmca_t *h)
     snprintf(req, sizeof req, "namespace/%s", h->cfg.namespace_);
     if (lmca__wire_info(h->wire, req, &answer, NULL) == LMCA_OK &&
         lmca_server_info_parse(answer, &srv, NULL) == LMCA_OK) {
-        lmca_eviction_plan(&srv, &h->limits, &h->cfg, &e);
+        lmca_eviction_plan(&srv, &h->limits, &h->cfg, own_mean(h), &e);
         set_plan(h, &e);
+        if (srv.objects < FEW_OBJECTS)
+            atomic_store(&h->cache.watch_next_ms, now + WATCH_EARLY_MS);
     }
     free(answer);
 }
@@ -167,14 +212,16 @@ lmca__cache_watch(lmca_t *h)
  */
 
 uint64_t
-lmca__void_at(lmca_t *h, uint32_t records)
+lmca__void_at(lmca_t *h, uint32_t records, uint64_t spread, uint64_t *send_us)
 {
-    uint64_t base, step, start, old;
+    uint64_t now = now_us(), ttl_us, base, step, start, old, lead;
     uint32_t k;
 
+    *send_us = 0;
     if (h->cfg.default_ttl_seconds <= 0) /* never, keep, or the namespace's default */
         return 0;
-    base = now_us() + (uint64_t)h->cfg.default_ttl_seconds * 1000000u;
+    ttl_us = (uint64_t)h->cfg.default_ttl_seconds * 1000000u;
+    base = now + ttl_us;
     k = (uint32_t)atomic_load_explicit(&h->cache.per_second, memory_order_relaxed);
     if (k == 0)
         return base / 1000000u;
@@ -184,7 +231,22 @@ lmca__void_at(lmca_t *h, uint32_t records)
         start = old > base ? old : base;
     while (!atomic_compare_exchange_weak(&h->cache.void_next_us, &old,
                                          start + (uint64_t)records * step));
-    return start / 1000000u;
+    /* Due further ahead than the lead allows: the put waits until it is not. */
+    lead = atomic_load_explicit(&h->cache.lead_seconds, memory_order_relaxed) * 1000000u;
+    if (start > base + lead)
+        *send_us = start - ttl_us - lead;
+    return start / 1000000u + spread % DITHER_SECONDS;
+}
+
+int
+lmca_put_pace(lmca_t *h, lmca_put_t *p)
+{
+    uint64_t now = now_us();
+    if (p->send_us <= now)
+        return 0;
+    if (!__atomic_exchange_n(&p->paced, true, __ATOMIC_RELAXED))
+        LMCA__COUNT(h, puts_paced);
+    return (int)((p->send_us - now + 999) / 1000);
 }
 
 uint32_t
@@ -279,10 +341,24 @@ lmca__cache_gate(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
 void
 lmca__cache_landed(lmca_t *h, lmca_put_t *p)
 {
-    if (__atomic_load_n(&p->refusals, __ATOMIC_RELAXED) > 0)
+    if (__atomic_load_n(&p->refusals, __ATOMIC_RELAXED) > 0) {
         LMCA__COUNT(h, puts_retried);
+        atomic_store_explicit(&h->cache.landed_ms, mono_ms(), memory_order_relaxed);
+    }
     if (atomic_load_explicit(&h->cache.full_known, memory_order_relaxed))
         atomic_store(&h->cache.full_known, false);
+}
+
+/* Whether a refused put may wait on past its own budget: while other refused
+   puts land, the namespace is evicting and this one lost the race for the
+   room NSUP freed; it waits up to three budgets, and only a namespace where
+   nothing landed for a whole budget counts as full. */
+static bool
+others_land(lmca_t *h, const lmca_put_t *p, uint64_t now)
+{
+    uint64_t landed = atomic_load_explicit(&h->cache.landed_ms, memory_order_relaxed);
+    uint64_t first = __atomic_load_n(&p->deadline_ms, __ATOMIC_RELAXED) - h->cfg.backpressure_ms;
+    return landed + h->cfg.backpressure_ms > now && now < first + 3 * h->cfg.backpressure_ms;
 }
 
 /* A jittered wait for the n-th refusal (0-based): half fixed, half random. */
@@ -319,13 +395,14 @@ lmca_put_backoff(lmca_t *h, lmca_put_t *p, int rc)
     __atomic_compare_exchange_n(&p->deadline_ms, &zero, now + h->cfg.backpressure_ms, false,
                                 __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     deadline = __atomic_load_n(&p->deadline_ms, __ATOMIC_RELAXED);
-    if (now >= deadline) {
-        if (rc == LMCA_EFULL)
+    if (now >= deadline && !(h->cfg.backpressure_ms > 0 && others_land(h, p, now))) {
+        uint64_t landed = atomic_load_explicit(&h->cache.landed_ms, memory_order_relaxed);
+        if (rc == LMCA_EFULL && landed + h->cfg.backpressure_ms <= now)
             close_gate(h, now);
         drop(h, p, rc, false);
         return -1;
     }
     LMCA__COUNT(h, write_retries);
     wait = backoff_ms(h, n);
-    return (int)(now + wait > deadline ? deadline - now : wait);
+    return (int)(now < deadline && now + wait > deadline ? deadline - now : wait);
 }

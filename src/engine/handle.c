@@ -160,6 +160,7 @@ lmca_stats(lmca_t *h, lmca_stats_t *out)
     LOAD(dropped_full);
     LOAD(dropped_busy);
     LOAD(dropped_unsent);
+    LOAD(puts_paced);
 #undef LOAD
     {
         uint64_t until = atomic_load_explicit(&h->cache.full_until_ms, memory_order_relaxed);
@@ -309,7 +310,8 @@ lmca_touch(lmca_t *h, const char *key, bool pin, lmca_err_t *err)
         return rc;
     /* A new place on the void-time clock, as a put gets (cache.c); segments
        first, so that a touch cut short leaves no meta record due after them. */
-    void_at = pin ? 0 : lmca__void_at(h, meta.nseg > 1 ? meta.nseg + 1 : 1);
+    uint64_t send_us; /* a touch does not wait for the clock: it adds no data */
+    void_at = pin ? 0 : lmca__void_at(h, meta.nseg > 1 ? meta.nseg + 1 : 1, meta.wid, &send_us);
     if (meta.nseg > 1)
         rc = touch_segments(h, key, meta.nseg, void_at, pin, err);
     if (rc == LMCA_OK) {

@@ -54,16 +54,20 @@ typedef struct lmca__counters {
     atomic_uint_fast64_t puts_aborted, segments_removed, segments_left;
     atomic_uint_fast64_t guesses_confirmed, guesses_missed;
     atomic_uint_fast64_t puts_retried, write_retries, dropped_full, dropped_busy, dropped_unsent;
+    atomic_uint_fast64_t puts_paced;
 } lmca__counters;
 
 /* What a full namespace needs of a handle (cache.c). */
 typedef struct lmca__cache {
     atomic_uint_fast64_t void_next_us;  /* the void-time clock: its next free slot */
     atomic_uint_fast64_t per_second;    /* the eviction plan, from the last look ... */
+    atomic_uint_fast64_t lead_seconds;
     atomic_uint_fast64_t target, records;
     atomic_bool enabled;
     atomic_uint_fast64_t watch_next_ms; /* ... and when to look again (monotonic) */
+    atomic_uint_fast64_t put_records, put_bytes; /* what this handle's puts wrote */
     atomic_uint_fast64_t full_until_ms; /* puts are dropped unsent until then */
+    atomic_uint_fast64_t landed_ms;     /* when a refused put last landed */
     atomic_bool full_known;             /* a put gave up on stop-writes, none landed since */
     atomic_uint_fast64_t warn_next_ms;  /* the next warning about drops, not before */
 } lmca__cache;
@@ -99,10 +103,14 @@ const char *lmca__info_value(const char *info, size_t *n);
    (at most every 10 s, on one thread). */
 void lmca__cache_open(lmca_t *h);
 void lmca__cache_watch(lmca_t *h);
+/* Counts a begun put's records and bytes (the mean record the plan may need). */
+void lmca__cache_planned(lmca_t *h, uint32_t records, uint64_t bytes);
 
 /* A void time (unix seconds) for a chunk of `records` records from the handle's
-   clock, or 0 when default_ttl_seconds is not positive (the TTL is sent as set). */
-uint64_t lmca__void_at(lmca_t *h, uint32_t records);
+   clock, dithered by `spread` (its write id), or 0 when default_ttl_seconds is
+   not positive (the TTL is sent as set); `*send_us` is when the put may send
+   (realtime µs; 0 = now: lmca_put_pace). */
+uint64_t lmca__void_at(lmca_t *h, uint32_t records, uint64_t spread, uint64_t *send_us);
 
 /* The TTL to send now for a record of a chunk due at `void_at`, so that every
    record of the chunk lands in that second: -1 (never) when pinned. */

@@ -96,10 +96,15 @@ lmca_put_begin(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
     p->meta.pin = p->opts && p->opts->pin;
     /* Its place on the void-time clock: drawn now, so void times follow the
        order in which puts begin (cache.c). */
-    p->void_at = p->meta.pin ? 0 : lmca__void_at(h, plan.nseg > 1 ? plan.nseg + 1 : 1);
+    p->void_at = 0;
+    p->send_us = 0;
+    lmca__cache_planned(h, plan.nseg > 1 ? plan.nseg + 1 : 1, p->len);
+    if (!p->meta.pin)
+        p->void_at = lmca__void_at(h, plan.nseg > 1 ? plan.nseg + 1 : 1, p->meta.wid,
+                                   &p->send_us);
     p->deadline_ms = 0;
     p->refusals = 0;
-    p->dropped = false;
+    p->dropped = p->paced = false;
     return LMCA_OK;
 }
 
@@ -342,6 +347,8 @@ lmca_put(lmca_t *h, const char *key, const void *buf, size_t len, const lmca_put
 
     if (rc != LMCA_OK)
         return rc;
+    if ((wait = lmca_put_pace(h, &p)) > 0) /* the clock is ahead: NSUP's pace */
+        sleep_ms(wait);
     /* Segments first, every row checked; the meta record last publishes them. */
     if (p.meta.nseg > 1)
         rc = put_segments_waiting(h, &p, err);

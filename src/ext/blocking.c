@@ -284,9 +284,10 @@ ext_eviction(Connector *self, PyObject *Py_UNUSED(ignored))
     if (ext_check_open(self) < 0)
         return NULL;
     lmca_eviction(self->h, &e);
-    return Py_BuildValue("{s:O,s:K,s:K,s:I}", "enabled", e.enabled ? Py_True : Py_False,
+    return Py_BuildValue("{s:O,s:K,s:K,s:I,s:K}", "enabled", e.enabled ? Py_True : Py_False,
                          "records", (unsigned long long)e.records, "target",
-                         (unsigned long long)e.target, "per_second", (unsigned)e.per_second);
+                         (unsigned long long)e.target, "per_second", (unsigned)e.per_second,
+                         "lead_seconds", (unsigned long long)e.lead_seconds);
 }
 
 /* ---------------------------------------------------------------------------
