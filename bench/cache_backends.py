@@ -166,13 +166,16 @@ def namespace_counters(nodes):
 
 
 def namespace_budget(nodes):
-    """What the namespace holds before it stops writes, over the cluster: per node
-    data size x stop-writes-used-pct / 100, summed, over the replication factor."""
+    """What the namespace holds, over the cluster: per node data size x
+    evict-used-pct / 100 (where NSUP starts evicting: a cache holds that much), or
+    x stop-writes-used-pct / 100 when it does not evict, summed, over the
+    replication factor."""
     total, rf = 0, 1
     for _node, _addr, answer in nodes:
         kv = parse_info(answer)
         size = int(kv.get("data_total_bytes") or kv.get("storage-engine.data-size") or 0)
-        pct = int(kv.get("storage-engine.stop-writes-used-pct", 100) or 100)
+        pct = int(kv.get("storage-engine.evict-used-pct", 0) or 0) or \
+            int(kv.get("storage-engine.stop-writes-used-pct", 100) or 100)
         total += size * pct // 100
         rf = max(rf, int(kv.get("effective_replication_factor")
                          or kv.get("replication-factor") or 1))

@@ -26,8 +26,9 @@ still readable, a sweep for debris, and then single-get latency (p50/p95/p99, hi
 misses, 256 KiB / 4 MiB / 32 MiB). It writes cache_bench.{md,json} to --out and exits
 1 when our tier returned a wrong byte.
 
-The budget defaults to the namespace's capacity (data size x stop-writes-used-pct, over
-the cluster), and the set to a fresh lmca_bench_* one, truncated before and after.
+The budget defaults to the namespace's capacity (data size x evict-used-pct, or
+stop-writes-used-pct when it does not evict, over the cluster), and the set to a fresh
+lmca_bench_* one, truncated before and after.
 
 A real-server run (CE 8.x on loopback, a 2 GiB namespace; redis-server from
 `scripts/install-debian-deps.sh bench`):
@@ -104,7 +105,8 @@ def parse_args(argv=None):
     p.add_argument("--set", default=None, help="default: a fresh lmca_bench_* set")
     p.add_argument("--budget-bytes", type=parse_size, default=None,
                    help="the capacity compared against (default: the namespace's, "
-                        "data size x stop-writes-used-pct / 100)")
+                        "data size x evict-used-pct / 100, or x stop-writes-used-pct / "
+                        "100 when it does not evict)")
     p.add_argument("--working-set-factor", type=float, default=4.0)
     p.add_argument("--chunk", type=parse_size, default=4 * MIB, help="256K..32M (default 4M)")
     p.add_argument("--writers", type=int, default=4)
@@ -342,7 +344,7 @@ def server_config(ours, args):
         "test_server": test_server,
         "budget_bytes": budget,
         "budget_source": "--budget-bytes" if args.budget_bytes else
-                         "namespace data size x stop-writes-used-pct",
+                         "namespace data size x evict-used-pct (or stop-writes-used-pct)",
     }
 
 

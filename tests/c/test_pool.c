@@ -621,6 +621,101 @@ TEST(gets_of_segments_read_the_meta_record_beside_them)
     lmca_close(h);
 }
 
+/* A put the server refuses for a while (device overload) waits in the queue,
+   not on its worker: with one worker, a get submitted meanwhile completes
+   first, and the put lands once the refusals stop. */
+TEST(refused_puts_wait_in_the_queue_and_leave_the_worker_to_gets)
+{
+    lmca_t *h;
+    lmca_pool_t *p = NULL;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    const char *put_key[1] = {th_key("refused")}, *get_key[1] = {th_key("meanwhile")};
+    size_t put_len[1] = {1 * MIB}, get_len[1] = {3000};
+    uint8_t *big = malloc(put_len[0]), small[3000], out[3000];
+    void *put_buf[1] = {big}, *get_buf[1] = {out};
+    uint64_t set_id, get_id, order[2];
+    size_t got;
+
+    th_need_fixture("fault injection");
+    th_info("fixture-reset");
+    h = th_open("lmcache");
+    th_fill(small, sizeof small, 2);
+    ASSERT_RC(lmca_put(h, get_key[0], small, sizeof small, NULL, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_pool_open(h, 1, &p, &err), LMCA_OK, &err);
+    th_fill(big, put_len[0], 3);
+    ASSERT(strcmp(th_info("fixture-fault:kind=result;code=18;op=write;count=25"), "ok") == 0);
+    set_id = submit(p, LMCA_OP_SET, 1, put_key, put_buf, put_len);
+    for (int i = 0; i < 200; i++) { /* until the put has been refused once */
+        lmca_stats(h, &st);
+        if (st.write_retries > 0)
+            break;
+        usleep(5000);
+    }
+    ASSERT(st.write_retries > 0);
+    get_id = submit(p, LMCA_OP_GET, 1, get_key, get_buf, get_len);
+    collect(p, 2, order);
+    ASSERT_EQ(order[0], get_id);
+    ASSERT_EQ(order[1], set_id);
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.puts_retried, 1);
+    ASSERT(memcmp(out, small, sizeof small) == 0);
+    lmca_pool_destroy(p);
+    ASSERT_RC(lmca_get(h, put_key[0], big, put_len[0], &got, NULL, &err), LMCA_OK, &err);
+    free(big);
+    lmca_close(h);
+}
+
+/* A put whose segments landed and whose commit waits out a refusal is canceled
+   by a shutdown, and its segments are taken back. */
+TEST(shutdown_cancels_a_waiting_commit_and_removes_its_segments)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_pool_t *p = NULL;
+    lmca_err_t err = {0};
+    const char *keys[1] = {th_key("waiting")};
+    char reckey[LMCA_KEY_MAX + 16], spec[160];
+    size_t lens[1];
+    uint8_t *buf;
+    void *bufs[1];
+    lmca_completion_t *c;
+    lmca_stats_t st;
+
+    th_need_fixture("fault injection");
+    th_info("fixture-reset");
+    th_config_segments(&cfg);
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    lens[0] = 2 * lmca_limits(h)->target_segment_bytes + 1000; /* three segments */
+    bufs[0] = buf = malloc(lens[0]);
+    th_fill(buf, lens[0], 4);
+    snprintf(reckey, sizeof reckey, "%s|m", keys[0]);
+    snprintf(spec, sizeof spec, "fixture-fault:kind=result;code=8;op=write;digest=%s",
+             th_digest_hex(TH_SET, reckey));
+    ASSERT(strcmp(th_info(spec), "ok") == 0);
+    ASSERT_RC(lmca_pool_open(h, 2, &p, &err), LMCA_OK, &err);
+    uint64_t id = submit(p, LMCA_OP_SET, 1, keys, bufs, lens);
+    for (int i = 0; i < 200; i++) { /* until the commit has been refused */
+        lmca_stats(h, &st);
+        if (st.write_retries > 0)
+            break;
+        usleep(5000);
+    }
+    ASSERT(st.write_retries > 0);
+    lmca_pool_shutdown(p);
+    c = lmca_pool_drain(p);
+    ASSERT(c != NULL && c->id == id && c->status == LMCA_ECANCELED && c->results[0] == 0);
+    lmca_completion_free(c);
+    for (uint32_t i = 0; i < 3; i++) {
+        snprintf(reckey, sizeof reckey, "%s|s|%u", keys[0], i);
+        ASSERT_EQ(th_record_ttl("small", reckey, NULL), 2);
+    }
+    th_info("fixture-clear-faults");
+    lmca_pool_destroy(p);
+    free(buf);
+    lmca_close(h);
+}
+
 TEST_LIST = {
     T(batches_round_trip_with_per_key_results),
     T(get_into_a_buffer_of_another_size_is_a_miss),
@@ -637,5 +732,7 @@ TEST_LIST = {
     T(set_carries_pin_md_and_tags),
     T(empty_payloads_are_chunks_on_every_surface),
     T(gets_of_segments_read_the_meta_record_beside_them),
+    T(refused_puts_wait_in_the_queue_and_leave_the_worker_to_gets),
+    T(shutdown_cancels_a_waiting_commit_and_removes_its_segments),
 };
 TEST_MAIN()
