@@ -130,13 +130,30 @@ def _hosts_given(args: argparse.Namespace) -> bool:
     return bool(args.config and read_config(args.config, args.instance)[0].get("hosts"))
 
 
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Ctrl-C waits until the block ends: a KeyboardInterrupt raised inside numpy's
+    C module init (torch imports it) leaves numpy half made, and the import that
+    follows fails with "CPU dispatcher tracer already initialized" instead of the
+    interrupt (exit 1, not 130)."""
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
 def _round_trip(args: argparse.Namespace) -> dict:
     settings = load(args)
     if settings.default_ttl_seconds == Settings.default_ttl_seconds:  # the default
         settings = dataclasses.replace(settings, default_ttl_seconds=DEMO_TTL_S)
     limits = _limits(settings)
     with _environ(_demo_env(settings, args.verbose)), LMCacheLogs(args.verbose) as logs:
-        from lmcache_aerospike.cli import demo_kv  # torch and LMCache: seconds to import
+        with _interrupts_held():
+            from lmcache_aerospike.cli import demo_kv  # torch and LMCache: seconds to import
 
         logs.adopt()
         try:
