@@ -21,7 +21,8 @@
 #   LOOPBACK_DATA_SIZE    the lmcache namespace's data-size (default 2G)
 #   LOOPBACK_SERVICE_THREADS  the node's service-threads (default 8)
 #   LOOPBACK_EVICT_USED_PCT, LOOPBACK_STOP_WRITES_USED_PCT,
-#   LOOPBACK_EVICT_TENTHS_PCT, LOOPBACK_EVICT_HIST_BUCKETS, LOOPBACK_MAX_WRITE_CACHE
+#   LOOPBACK_STOP_WRITES_AVAIL_PCT, LOOPBACK_EVICT_TENTHS_PCT,
+#   LOOPBACK_EVICT_HIST_BUCKETS, LOOPBACK_MAX_WRITE_CACHE
 #                         the cache and ssd nodes' eviction settings, to try
 #                         others than the recipes' (README, "A cache that stays full")
 #
@@ -55,7 +56,7 @@ lmcache_namespace() {
     ssd) storage="device {
         file $dir/data/lmcache.dat
         filesize $size
-        max-write-cache ${LOOPBACK_MAX_WRITE_CACHE:-512M}" ;;
+        max-write-cache ${LOOPBACK_MAX_WRITE_CACHE:-256M}" ;;
     *) storage="memory {
         data-size $size" ;;
     esac
@@ -65,12 +66,12 @@ lmcache_namespace() {
     nsup-period 1
     default-ttl 0"
     case "$node" in
-    cache | ssd) echo "    evict-tenths-pct ${LOOPBACK_EVICT_TENTHS_PCT:-100}
+    cache | ssd) echo "    evict-tenths-pct ${LOOPBACK_EVICT_TENTHS_PCT:-300}
     evict-hist-buckets ${LOOPBACK_EVICT_HIST_BUCKETS:-1000000}
     storage-engine $storage
-        evict-used-pct ${LOOPBACK_EVICT_USED_PCT:-60}
-        stop-writes-used-pct ${LOOPBACK_STOP_WRITES_USED_PCT:-70}
-        stop-writes-avail-pct ${LOOPBACK_STOP_WRITES_AVAIL_PCT:-5}" ;;
+        evict-used-pct ${LOOPBACK_EVICT_USED_PCT:-50}
+        stop-writes-used-pct ${LOOPBACK_STOP_WRITES_USED_PCT:-90}
+        stop-writes-avail-pct ${LOOPBACK_STOP_WRITES_AVAIL_PCT:-1}" ;;
     *) echo "    storage-engine $storage" ;;
     esac
     echo "    }

@@ -766,8 +766,8 @@ static PyMethodDef connector_methods[] = {
     {"stats", (PyCFunction)ext_stats, METH_NOARGS,
      "stats() -> dict: counters since open (pool work, corrupt records, aborted puts, "
      "records on the fast path and on the client's calls, backpressure: puts_retried, "
-     "write_retries, dropped_full, dropped_busy, dropped_unsent, and full: stores are being "
-     "dropped unsent)."},
+     "write_retries, dropped_full, dropped_busy, dropped_unsent, puts_paced, and full: stores are "
+     "being dropped unsent)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -72,9 +72,21 @@ def test_parse_reads_the_real_answer():
 def test_a_healthy_namespace_has_no_problems():
     assert probe.namespace_problems([view()], "lmcache") == []
     # Eviction-ready, with our chunks' TTL of a day: no eviction problem either.
-    problems, notes = probe.eviction_problems([ready()], settings(86400))
+    healthy = ready(**{"storage-engine_dot_stop__writes__used__pct": 90})
+    problems, notes = probe.eviction_problems([healthy], settings(86400))
     assert problems == []
-    assert notes == [rate_note(ready())]
+    assert notes == [rate_note(healthy)]
+
+
+def test_stop_writes_close_above_eviction_is_noted():
+    """Stop-writes, once set, refuses every write for up to 10 s; a writer that
+    overshoots evict-used-pct between NSUP cycles meets it (DESIGN.md)."""
+    problems, notes = probe.eviction_problems([ready()], settings(86400))  # 60 and 70
+    assert problems == []
+    assert notes[0] == ("node A10: stop-writes-used-pct 70 is 10 points above "
+                        "evict-used-pct 60; the server sets stop-writes for 10 s at a "
+                        "time, and a fast writer that overshoots between NSUP cycles is "
+                        "refused that long (the recipes leave 30 or more)")
 
 
 def settings(ttl, namespace="lmcache"):

@@ -25,6 +25,7 @@ NEAR = 10  # points from a stop-writes threshold that already count as a problem
 DEFAULT_PORT = 3000
 # Eviction readiness (NSUP, as/src/base/nsup.c):
 MIN_EVICT_TENTHS_PCT = 10  # below 1 % a cycle frees less than a burst of writes
+STICKY_GAP = 30  # stop-writes-used-pct - evict-used-pct; less is noted (DESIGN.md)
 PINNED_SHARE_PCT = 50  # never-expiring records above this share of the namespace
 MIN_WRITE_CACHE = 256 << 20  # a device's max-write-cache below this overloads under load
 MAX_EVICT_PLUS_AVAIL = 90  # evict-used-pct + stop-writes-avail-pct: room defrag needs
@@ -269,6 +270,12 @@ def eviction_problems(views: list[server.NodeNamespace], settings: Settings,
             problems.append(f"{where} has evict-used-pct {evict} at or above "
                             f"stop-writes-used-pct {swu}: stop-writes comes first and NSUP "
                             f"never evicts; set evict-used-pct below {swu}")
+        elif swu and swu - evict < STICKY_GAP:
+            out_notes.append(f"node {v.node}: stop-writes-used-pct {swu} is {swu - evict} "
+                             f"points above evict-used-pct {evict}; the server sets "
+                             f"stop-writes for 10 s at a time, and a fast writer that "
+                             f"overshoots between NSUP cycles is refused that long (the "
+                             f"recipes leave {STICKY_GAP} or more)")
         esm, ssm = v.evict_sys_memory_pct, v.stop_writes_sys_memory_pct
         if esm and ssm and esm >= ssm:
             problems.append(f"{where} has evict-sys-memory-pct {esm} at or above "
