@@ -390,6 +390,16 @@ th_threads(void)
     return n;
 }
 
+void
+th_fault(const char *spec)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "fixture-fault:%s", spec);
+    const char *ok = th_info(cmd);
+    if (strcmp(ok, "ok") != 0)
+        th_fail(__FILE__, __LINE__, "%s: %s", cmd, ok);
+}
+
 long long
 th_fixture_stat(const char *name)
 {

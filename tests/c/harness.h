@@ -141,6 +141,10 @@ int th_threads(void);
 /* An integer statistic of the test server (fixture-stats), or -1. */
 long long th_fixture_stat(const char *name);
 
+/* Adds a fault rule to the test server ("kind=...;op=...": tests/server/README.md);
+   fails the test when the server refuses it. */
+void th_fault(const char *spec);
+
 /* Set used by th_config. */
 #define TH_SET "lmca_test"
 

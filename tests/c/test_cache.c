@@ -22,16 +22,6 @@ ms_now(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static void
-fault(const char *spec)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "fixture-fault:%s", spec);
-    const char *ok = th_info(cmd);
-    if (strcmp(ok, "ok") != 0)
-        th_fail(__FILE__, __LINE__, "%s: %s", cmd, ok);
-}
-
 /* A server answer for a namespace that evicts (CE 8.1 names). */
 static lmca_server_info_t
 evicting(int64_t objects, int64_t used, int64_t nonexp)
@@ -213,7 +203,7 @@ TEST(refused_writes_are_tried_again_until_they_land)
 
         th_info("fixture-reset");
         snprintf(spec, sizeof spec, "kind=result;code=%d;op=write;count=3", codes[c]);
-        fault(spec);
+        th_fault(spec);
         ASSERT_RC(lmca_put(h, key, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
         ASSERT_RC(lmca_get(h, key, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
         lmca_stats(h, &st);
@@ -243,7 +233,7 @@ TEST(a_put_refused_past_its_budget_is_dropped_by_cause_and_leaves_nothing)
     len = 2 * lmca_limits(h)->target_segment_bytes + 1000;
     buf = malloc(len);
     th_fill(buf, len, 3);
-    fault("kind=result;code=18;op=write");
+    th_fault("kind=result;code=18;op=write");
     t0 = ms_now();
     ASSERT_RC(lmca_put(h, key, buf, len, NULL, &err), LMCA_EBUSY, &err);
     ASSERT(ms_now() - t0 >= 280); /* it waited its budget */
@@ -272,7 +262,7 @@ TEST(a_namespace_that_stays_full_drops_stores_unsent_and_looks_again)
     th_need_fixture("fault injection");
     th_info("fixture-reset");
     h = open_with("lmcache", 0, 200, 400);
-    fault("kind=result;code=8;op=write");
+    th_fault("kind=result;code=8;op=write");
     ASSERT_RC(lmca_put(h, th_key("full"), buf, sizeof buf, NULL, &err), LMCA_EFULL, &err);
     ASSERT_CONTAINS(err.msg, "stop-writes");
     /* Known full: the next stores cost no round trip. */
@@ -322,7 +312,7 @@ TEST(no_backpressure_fails_at_the_first_refusal)
     th_need_fixture("fault injection");
     th_info("fixture-reset");
     h = open_with("lmcache", 0, 0, 1000);
-    fault("kind=result;code=18;op=write;count=1");
+    th_fault("kind=result;code=18;op=write;count=1");
     ASSERT_RC(lmca_put(h, th_key("now"), buf, sizeof buf, NULL, &err), LMCA_EBUSY, &err);
     lmca_stats(h, &st);
     ASSERT_EQ(st.write_retries, 0);

@@ -11,16 +11,6 @@
 
 #define MIB (1024ull * 1024ull)
 
-static void
-fault(const char *spec)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "fixture-fault:%s", spec);
-    const char *ok = th_info(cmd);
-    if (strcmp(ok, "ok") != 0)
-        th_fail(__FILE__, __LINE__, "%s: %s", cmd, ok);
-}
-
 /* Digest of the meta record of `key`, for a rule that matches only it. */
 static const char *
 meta_digest(const char *key)
@@ -43,7 +33,7 @@ get_with_result(int code, lmca_err_t *err)
 
     ASSERT_RC(lmca_put(h, key, buf, sizeof buf, NULL, err), LMCA_OK, err);
     snprintf(spec, sizeof spec, "kind=result;code=%d;op=read;digest=%s", code, meta_digest(key));
-    fault(spec);
+    th_fault(spec);
     rc = lmca_get(h, key, buf, sizeof buf, &got, NULL, err);
     lmca_close(h);
     return rc;
@@ -85,7 +75,7 @@ delay_reads_of(const char *key, int ms)
 {
     char spec[160];
     snprintf(spec, sizeof spec, "kind=delay;ms=%d;op=read;digest=%s", ms, meta_digest(key));
-    fault(spec);
+    th_fault(spec);
 }
 
 TEST(slow_server_times_out)
@@ -120,7 +110,7 @@ TEST(dropped_connection_is_connection_error)
     h = th_open("lmcache");
     ASSERT_RC(lmca_put(h, key, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
     snprintf(spec, sizeof spec, "kind=drop;op=read;digest=%s", meta_digest(key));
-    fault(spec);
+    th_fault(spec);
     ASSERT_RC(lmca_get(h, key, buf, sizeof buf, &got, NULL, &err), LMCA_ECONNECTION, &err);
     /* The rule matched one key only: others still work over fresh sockets. */
     ASSERT_RC(lmca_put(h, th_key("after"), buf, sizeof buf, NULL, &err), LMCA_OK, &err);
@@ -139,7 +129,7 @@ TEST(server_stopping_mid_put_leaves_a_miss)
     th_need_fixture("fault injection");
     h = th_open("small");
     th_fill(buf, len, 3);
-    fault("kind=stop-writes;after=2");
+    th_fault("kind=stop-writes;after=2");
     ASSERT(lmca_put(h, key, buf, len, NULL, &err) < 0);
     th_info("fixture-clear-faults"); /* serve again, keeping what was written */
     snprintf(reckey, sizeof reckey, "%s|s|1", key);
@@ -170,7 +160,7 @@ TEST(failed_batch_row_fails_the_put_and_names_the_row)
     snprintf(reckey, sizeof reckey, "%s|s|3", key);
     snprintf(spec, sizeof spec, "kind=result;code=18;op=batch;digest=%s",
              th_digest_hex(TH_SET, reckey));
-    fault(spec);
+    th_fault(spec);
     th_fill(buf, len, 4);
     ASSERT_RC(lmca_put(h, key, buf, len, NULL, &err), LMCA_EBUSY, &err);
     ASSERT_CONTAINS(err.msg, reckey);
