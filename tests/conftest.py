@@ -10,6 +10,11 @@ import socket
 
 import pytest
 
+# How far above default_ttl_seconds a record's TTL may be on a namespace that evicts:
+# the engine's void-time clock runs up to 3 s ahead of now + TTL and dithers a chunk
+# 0 to 3 s (src/engine/cache.c), plus a second's rounding. Elsewhere it is 0.
+TTL_SPREAD_S = 7
+
 from tests.server.launch import running
 
 

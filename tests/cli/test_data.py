@@ -7,6 +7,7 @@ import pytest
 
 from lmcache_aerospike import logs
 from tests.cli.conftest import SET
+from tests.conftest import TTL_SPREAD_S
 
 
 def test_put_get_round_trip_through_files(cli, tmp_path, three_segments):
@@ -85,7 +86,7 @@ def test_inspect_shows_every_field(cli, engine, three_segments):
            (three_segments, 3, meta["seg_b"], meta["wid"])
     assert doc["segments"] == ["ok", "ok", "ok"] and doc["readable"] is True
     assert doc["md"] == (b"m" * 40).hex() and doc["serde"] == "naive"
-    assert doc["pin"] is False and 0 < doc["ttl"] <= 600
+    assert doc["pin"] is False and 0 < doc["ttl"] <= 600 + TTL_SPREAD_S
     text = cli("inspect", key).text
     for line in ("readable   yes", "segments   3 of 3 ok", f"write id   0x{meta['wid']:016x}",
                  "ttl_class  long", "md         40 bytes: " + (b"m" * 32).hex() + "..."):
@@ -115,7 +116,7 @@ def test_pin_and_unpin_show_in_inspect(cli, engine):
         assert doc["pin"] is True and doc["ttl"] == -1
     assert cli("unpin", keys[0]).code == 0
     doc = json.loads(cli("inspect", keys[0], "--json").out)
-    assert doc["pin"] is False and 0 < doc["ttl"] <= 600
+    assert doc["pin"] is False and 0 < doc["ttl"] <= 600 + TTL_SPREAD_S
     assert json.loads(cli("inspect", keys[1], "--json").out)["pin"] is True
 
 

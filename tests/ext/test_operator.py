@@ -9,6 +9,7 @@ import aerospike
 import pytest
 
 from lmcache_aerospike import _native
+from tests.conftest import TTL_SPREAD_S
 from tests.ext.plant import Planter, meta_bins
 
 SET = "lmca_operator"  # only these tests write here, so scans and sweeps see only them
@@ -103,7 +104,7 @@ def test_scan_lists_chunks_with_their_keys_when_stored(op, anon):
     a, b = rows[digest(named + "|m")], rows[digest(unnamed + "|m")]
     assert a["key"] == named and b["key"] is None
     assert (a["pin"], a["ttl"]) == (True, -1)
-    assert b["pin"] is False and 0 < b["ttl"] <= 60
+    assert b["pin"] is False and 0 < b["ttl"] <= 60 + TTL_SPREAD_S
     assert (a["tot_b"], a["nseg"], b["tot_b"], b["nseg"]) == (CHUNK, 4, 100, 1)
     assert a["seg_b"] * 3 < CHUNK <= a["seg_b"] * 4 and b["seg_b"] == 100
     assert (a["serde"], a["ttl_class"], b["serde"]) == ("naive", "session", "")
@@ -151,7 +152,7 @@ def test_sweep_finds_orphans_and_broken_chunks_and_repair_clears_them(op, plant)
     found = op.sweep()
     orphans = {r["digest"]: r for r in found if r["reason"] == "orphan_segment"}
     assert set(orphans) == {digest(f"{orphaned}|s|{i}") for i in range(4)}
-    assert all(r["kind"] == "segment" and r["wid"] == wid and 0 < r["ttl"] <= 60
+    assert all(r["kind"] == "segment" and r["wid"] == wid and 0 < r["ttl"] <= 60 + TTL_SPREAD_S
                for r in orphans.values())
     [bad] = [r for r in found if r["reason"] == "broken_meta"]
     assert (bad["digest"], bad["kind"], bad["nseg"], bad["found"]) == (digest(broken + "|m"),
@@ -191,7 +192,7 @@ def test_inspect_a_whole_chunk(op, anon):
     stat = op.stat(key)
     assert got["segments"] == ["ok"] * 4 and got["crc"] == "ok"
     assert {k: got[k] for k in stat if k != "ttl"} == {k: stat[k] for k in stat if k != "ttl"}
-    assert got["md"] == b"remote-md" and 0 < got["ttl"] <= 60
+    assert got["md"] == b"remote-md" and 0 < got["ttl"] <= 60 + TTL_SPREAD_S
     plain = new_key("plain")
     anon.put(plain, bytearray(CHUNK), pin=True)
     got = anon.inspect(plain)

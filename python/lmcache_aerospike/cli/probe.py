@@ -27,6 +27,7 @@ DEFAULT_PORT = 3000
 MIN_EVICT_TENTHS_PCT = 10  # below 1 % a cycle frees less than a burst of writes
 STICKY_GAP = 30  # stop-writes-used-pct - evict-used-pct; less is noted (DESIGN.md)
 PINNED_SHARE_PCT = 50  # never-expiring records above this share of the namespace
+PINNED_MIN_OBJECTS = 64  # ... of at least this many: a few records' share says nothing
 MIN_WRITE_CACHE = 256 << 20  # a device's max-write-cache below this overloads under load
 MAX_EVICT_PLUS_AVAIL = 90  # evict-used-pct + stop-writes-avail-pct: room defrag needs
 MiB = 1 << 20
@@ -308,7 +309,7 @@ def eviction_problems(views: list[server.NodeNamespace], settings: Settings,
                 mib_s, records, cycle = rate
                 out_notes.append(f"node {v.node}: NSUP can evict about {mib_s:.1f} MiB/s "
                                  f"({records} records per {cycle} s cycle)")
-        if v.objects and v.non_expirable_objects is not None:
+        if v.objects and v.objects >= PINNED_MIN_OBJECTS and v.non_expirable_objects is not None:
             share = 100 * v.non_expirable_objects // v.objects
             if share > PINNED_SHARE_PCT:
                 problems.append(f"{where}: pinned (never-expiring) records are {share}% of "
