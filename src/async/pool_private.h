@@ -1,6 +1,7 @@
 /*
- * pool_private.h - the pool's insides, shared by pool.c (threads, queue,
- * completions) and tasks.c (what a batch turns into, and running it).
+ * pool_private.h - the pool's insides, shared by pool.c (opening, submitting,
+ * the workers, closing), tasks.c (what a batch turns into, and running it) and
+ * queue.c (tasks in line, completions).
  *
  * Memory ordering. A batch (job) counts its unfinished tasks in `pending`. A task
  * that spawns others adds to `pending` before queueing them, and every task ends
@@ -86,24 +87,35 @@ struct lmca_pool {
     atomic_uint_fast64_t submitted, completed, canceled, queued, bytes_read, bytes_written;
 };
 
-/* pool.c */
+/* queue.c: tasks in line, and completions. pool.c opens, submits and closes;
+   tasks.c plans and runs; both go through these, and nothing here calls them. */
 /* A new task, or NULL when out of memory. */
 lmca__task *lmca__task_new(lmca__job *job, lmca__task_kind kind, size_t first, size_t count,
                            uint32_t segment);
 /* Queues tasks (a list linked by next) after adding their number to the job's
-   pending count; once the pool is closing, cancels them instead. */
-void lmca__push(lmca_pool_t *p, lmca__task *list);
-/* Ends a task: frees it and completes its job if it was the last. */
-void lmca__task_done(lmca__task *t);
+   pending count. False once the pool is closing: nothing was queued, and the
+   caller cancels them (lmca__abandon). */
+bool lmca__push(lmca_pool_t *p, lmca__task *list);
 /* Queues a task that ran and must run again in `ms` milliseconds (a put the
    server refused for a moment: lmca_put_backoff). It stays pending meanwhile,
    and its worker is free for other work; at its time it goes before the tasks
-   of its band. Once the pool is closing, it is canceled instead. */
-void lmca__defer(lmca_pool_t *p, lmca__task *t, int ms);
-/* Milliseconds of CLOCK_MONOTONIC. */
-uint64_t lmca__now_ms(void);
+   of its band. False once the pool is closing, as lmca__push. */
+bool lmca__defer(lmca_pool_t *p, lmca__task *t, int ms);
+/* Next task, lowest band first, waiting for one; NULL once closing and empty. */
+lmca__task *lmca__pop(lmca_pool_t *p);
+/* Closes the queue: pushes fail from now on, and every task waiting in it,
+   deferred ones included, is handed back (a list) for the caller to cancel. */
+lmca__task *lmca__close_queue(lmca_pool_t *p);
+/* Ends a task: frees it and completes its job if it was the last. */
+void lmca__task_done(lmca__task *t);
+/* Drops one of a job's pending counts; the last completes it. */
+void lmca__job_unref(lmca__job *job);
 /* Records the first error of a job. */
 void lmca__job_error(lmca__job *job, int status, const char *msg);
+/* Frees per-key state (begun puts and gets) at completion. */
+void lmca__job_release(lmca__job *job);
+/* Milliseconds of CLOCK_MONOTONIC. */
+uint64_t lmca__now_ms(void);
 
 /* tasks.c */
 /* Builds the job's first tasks (a list) from a submitted batch; on failure
@@ -114,7 +126,7 @@ bool lmca__run(lmca__task *t);
 /* A task that will not run (the pool shut down): a segment of a put still
    counts, so that the put's last part aborts it and removes what it wrote. */
 void lmca__cancel(lmca__task *t);
-/* Frees per-key state at completion. */
-void lmca__job_release(lmca__job *job);
+/* Cancels and ends every task of a list the queue would not take. */
+void lmca__abandon(lmca__task *list);
 
 #endif /* LMCA_POOL_PRIVATE_H */

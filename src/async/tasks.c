@@ -241,19 +241,6 @@ lmca__plan_tasks(lmca__job *job, lmca__task **out, lmca_err_t *err)
     return LMCA_OK;
 }
 
-void
-lmca__job_release(lmca__job *job)
-{
-    for (size_t i = 0; i < job->c.n; i++) {
-        free(job->ks[i].put);
-        free(job->ks[i].get);
-        free(job->ks[i].real);
-        job->ks[i].put = NULL;
-        job->ks[i].get = NULL;
-        job->ks[i].real = NULL;
-    }
-}
-
 /* ---------------------------------------------------------------------------
  * Running tasks.
  */
@@ -324,7 +311,8 @@ start_segments(lmca__job *job, size_t i, const lmca_get_t *g)
         return;
     }
     *job->ks[i].get = *g;
-    lmca__push(job->pool, parts);
+    if (!lmca__push(job->pool, parts))
+        lmca__abandon(parts);
 }
 
 /* A get of key i begun with result `rc`. The buffer is the chunk's size, or
@@ -411,6 +399,15 @@ run_get_tile(lmca__task *t)
     for (size_t k = 0; k < n; k++)
         got_meta(job, f + k, results[k], &gs[k], &err);
     free(gs);
+}
+
+/* Queues task t to run again in `ms`; once the pool is closing it is canceled
+   instead (the queue gives it back). */
+static void
+defer(lmca__task *t, int ms)
+{
+    if (!lmca__defer(t->job->pool, t, ms))
+        lmca__abandon(t);
 }
 
 static void
@@ -527,7 +524,7 @@ commit_key(lmca__job *job, size_t i, lmca__task *t)
     int rc, wait;
 
     if (t != NULL && (wait = lmca_put_pace(h, p)) > 0) { /* a one-record put's first write */
-        lmca__defer(job->pool, t, wait);
+        defer(t, wait);
         return false;
     }
     rc = lmca_put_commit(h, p, &err);
@@ -535,7 +532,7 @@ commit_key(lmca__job *job, size_t i, lmca__task *t)
         if (t == NULL && (t = lmca__task_new(job, LMCA__T_COMMIT, i, 1, 0)) != NULL)
             atomic_fetch_add_explicit(&job->pending, 1, memory_order_relaxed);
         if (t != NULL) {
-            lmca__defer(job->pool, t, wait);
+            defer(t, wait);
             return false;
         }
         rc = lmca__fail(&err, LMCA_ENOMEM, 0, "out of memory deferring \"%s\"", p->key);
@@ -586,6 +583,18 @@ part_done(lmca__job *job, size_t i, int rc)
 }
 
 void
+lmca__abandon(lmca__task *list)
+{
+    while (list) {
+        lmca__task *next = list->next;
+        atomic_store(&list->job->canceled, true);
+        lmca__cancel(list);
+        lmca__task_done(list);
+        list = next;
+    }
+}
+
+void
 lmca__cancel(lmca__task *t)
 {
     if (t->kind == LMCA__T_SEGMENT && t->job->c.op == LMCA_OP_SET)
@@ -605,12 +614,12 @@ run_segment(lmca__task *t)
 
     if (job->c.op == LMCA_OP_SET) {
         if ((wait = lmca_put_pace(h, ks->put)) > 0) { /* due too far ahead: not yet */
-            lmca__defer(job->pool, t, wait);
+            defer(t, wait);
             return false;
         }
         rc = lmca_put_segments(h, ks->put, t->segment, (uint32_t)t->count, &err);
         if (rc != LMCA_OK && (wait = lmca_put_backoff(h, ks->put, rc)) >= 0) {
-            lmca__defer(job->pool, t, wait);
+            defer(t, wait);
             return false;
         }
     } else { /* GET, FILL */

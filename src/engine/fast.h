@@ -13,7 +13,7 @@
 #include <aerospike/aerospike.h>
 #include <aerospike/as_policy.h>
 
-#include "wire.h"
+#include "record.h"
 
 /*
  * Replaces `key` with `bins` (TTL as in as_record.ttl). The largest blob bin is

@@ -1,7 +1,6 @@
 /*
  * message.h - one response message of the Aerospike wire protocol, read from
- * any byte source: a socket of the fast path (fast.c), or a fuzzer's input
- * (tests/fuzz/fuzz_message.c).
+ * any byte source: a socket, or a fuzzer's input.
  *
  * The bytes come from a server the engine does not trust. Every length is
  * checked against what is left of the message before it is used; a value is
@@ -11,10 +10,10 @@
 #ifndef LMCA_MESSAGE_H
 #define LMCA_MESSAGE_H
 
-#include "wire.h"
+#include "record.h"
 
-/* Particle types on the wire (the client's as_bytes_type), for reading and
-   for fast.c's writing of bins. */
+/* Particle types on the wire (the client's as_bytes_type), for reading bins and
+   for writing them. */
 enum {
     LMCA__P_INTEGER = 1,
     LMCA__P_STRING = 3,
@@ -23,7 +22,7 @@ enum {
 };
 
 /* Reads exactly n bytes into `into`; returns false when the source failed (it
-   keeps its own error: fast.c's holds the client's as_error). */
+   keeps its own error, a socket's the client's as_error). */
 typedef bool (*lmca__pull_fn)(void *src, uint8_t *into, size_t n);
 
 typedef enum {
