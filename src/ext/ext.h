@@ -1,6 +1,7 @@
 /*
  * ext.h - the CPython extension lmcache_aerospike._native: the module state and
- * the exceptions (module.c), shared by the types (connector.c, pending.c).
+ * the exceptions (errors.c), shared by the module (module.c) and its types
+ * (connector.c, pending.c).
  */
 #ifndef LMCA_EXT_H
 #define LMCA_EXT_H
@@ -31,6 +32,9 @@ ext_state *ext_state_of_type(PyTypeObject *type);
    .status, .name and .as_code. Returns NULL for `return ext_raise(...)`. */
 PyObject *ext_raise(ext_state *st, int status, int as_code, const char *msg);
 PyObject *ext_raise_err(ext_state *st, const lmca_err_t *err);
+
+/* Creates Error and one subclass per status into the module and `st`. */
+int ext_add_errors(PyObject *m, ext_state *st);
 
 /* The connector type's spec, created in module exec. */
 extern PyType_Spec ext_connector_spec;
