@@ -5,7 +5,8 @@
 #     client's own calls instead of the fast path (LMCA_TEST_PATH=client);
 #   - the libFuzzer harnesses (tests/fuzz), FUZZ_SECONDS (default 60) each;
 #   - a short soak of the asynchronous layer (SOAK_SECONDS, default 20);
-#   - pytest (tests/), when pytest is installed (scripts/bootstrap.sh installs it).
+#   - pytest (tests/), when pytest is installed (scripts/bootstrap.sh installs it);
+#   - the vLLM end-to-end tests (tests/vllm) in .venv-vllm.
 # The C tests talk to AEROSPIKE_TEST_HOSTS when it is set (a real server set up as
 # tests/aerospike-test.conf says); otherwise to the protocol test server
 # (tests/server), started here on a free loopback port.
@@ -102,7 +103,7 @@ pytest_tally() {
 }
 
 if "$py" -c 'import pytest' 2>/dev/null; then
-    targets=(tests)
+    targets=(tests --ignore=tests/vllm) # vLLM has a venv of its own: below
     pytest_tally "$py" "$py"
     # The extension again, built with ASan+UBSan and run with CPython's own
     # allocator off, so that LeakSanitizer sees every block it allocates.
@@ -135,6 +136,15 @@ if "$py" -c 'import pytest' 2>/dev/null; then
     done
 else
     echo "pytest is not installed: run scripts/bootstrap.sh" >&2
+    failed=$((failed + 1))
+fi
+
+# vLLM end to end (tests/vllm), in the venv that holds vLLM (scripts/bootstrap.sh).
+if [ -x .venv-vllm/bin/python ]; then
+    targets=(tests/vllm)
+    pytest_tally "vLLM, in .venv-vllm" .venv-vllm/bin/python
+else
+    echo "no .venv-vllm: the vLLM end-to-end tests cannot run (scripts/bootstrap.sh makes it)" >&2
     failed=$((failed + 1))
 fi
 

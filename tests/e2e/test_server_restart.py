@@ -59,11 +59,6 @@ def chunks_in_set(hosts: str, setname: str) -> int:
         c.close()
 
 
-def store_idle(server) -> bool:
-    s = server.storage()["store_controller"]
-    return s["pending_keys_count"] == 0 and s["in_flight_task_count"] == 0
-
-
 @pytest.mark.parametrize("kind", ["plugin", "native_plugin"])
 def test_kv_stored_before_a_restart_is_loaded_from_aerospike_after_it(
         kind, aerospike_hosts, tmp_path):
@@ -86,7 +81,7 @@ def test_kv_stored_before_a_restart_is_loaded_from_aerospike_after_it(
             assert engine.chunk_size == CHUNK
             assert engine.store(tokens, src_blocks), first.tail()
         # Asynchronous L2 writes: wait until they are done and in Aerospike.
-        persisted = wait_until(lambda: store_idle(first) and chunks_in_set(
+        persisted = wait_until(lambda: first.store_idle() and chunks_in_set(
             aerospike_hosts, setname) == N_CHUNKS, PERSIST_TIMEOUT_S, 0.2)
         assert persisted, (f"{chunks_in_set(aerospike_hosts, setname)} of {N_CHUNKS} chunks "
                            f"in {setname}; store controller "
