@@ -9,15 +9,21 @@ Surfaces:
   RemoteConnector plugin (`remote_storage_plugins`) as its only store;
 - storage: the same with our storage plugin (`storage_plugins`);
 - mp: vLLM's LMCacheMPConnector to an `lmcache server` on 127.0.0.1:--mp-port whose
-  L2 adapter is ours (`plugin` or `native_plugin`, lmcache_aerospike.mp_server).
+  L2 adapter is ours (`plugin` or `native_plugin`, lmcache_aerospike.mp_server), or
+  any other (then --wait none: the caller waits for the server's stores);
+- none: no KV connector, every prompt recomputed (a benchmark's baseline).
 The in-process surfaces need a KV connector for the CPU, which LMCache lacks:
 lmcache_aerospike.vllm_cpu, installed by its vllm.general_plugins entry point.
 
-Each of --prompts prompts (token ids drawn from --seed) is one generate() call,
-greedy, with the logprob of every output token. After each, the run waits until
-the set holds every full chunk of the prompts so far: LMCache stores after the
-forward pass, asynchronously, and a process that ends first loses what is in
-flight. The set must start empty. The JSON has, per prompt: the output token ids
+For each of --prompt-tokens (a length or a list of them), --prompts prompts of
+that length (token ids drawn from --seed), each one generate() call, greedy, with
+the logprob of every output token; --warmup first generates a prompt shorter than
+a chunk, of its own, so that vLLM's one-time set-up is not counted in the first
+prompt's times. After each prompt the run waits until the set holds every full
+chunk of the prompts so far that was not there when the run began (a chunk vLLM
+took from the tier is not stored again): LMCache stores
+after the forward pass, asynchronously, and a process that ends first loses what
+is in flight. The JSON has, per prompt: the output token ids
 and logprobs, vLLM's num_cached_tokens, the time of generate() and to the first
 token, vLLM's prefix-cache counters (external_hits: tokens the connector gave),
 and the chunk keys that came new in the set (named when the surfaces run with
@@ -61,10 +67,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 from typing import Any, Optional
 
-SURFACES = ("remote", "storage", "mp")
+SURFACES = ("remote", "storage", "mp", "none")
+WAITS = ("aerospike", "none")
 CHUNK_SIZE = 256
 PROMPT_TOKENS = 4 * CHUNK_SIZE + 32
 MAX_TOKENS = 8
@@ -76,7 +84,7 @@ TINY_LLAMA = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama",
     "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
     "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 2048,
-    "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+    "max_position_embeddings": 32768, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
     "hidden_act": "silu", "tie_word_embeddings": False, "dtype": "float32",
     "bos_token_id": 1, "eos_token_id": 2,
 }
@@ -164,12 +172,12 @@ def prompt(index: int, tokens: int, seed: int) -> list[int]:
 
 
 def lmcache_config(surface: str, hosts: str, namespace: str, setname: str,
-                   chunk_size: int) -> dict:
+                   chunk_size: int, settings: Optional[dict] = None) -> dict:
     """LMCache's config for an in-process surface, with our plugin as the only
     store (local_cpu false: LocalCPUBackend is only the allocator, so a hit can
-    only come from Aerospike)."""
-    settings = {"hosts": hosts, "namespace": namespace, "set": setname,
-                "send_key": True, "default_ttl_seconds": 3600}
+    only come from Aerospike). `settings`: more of our settings (they win)."""
+    settings = {"send_key": True, "default_ttl_seconds": 3600, **(settings or {}),
+                "hosts": hosts, "namespace": namespace, "set": setname}
     if surface == "remote":
         prefix = "remote_storage_plugin.aerospike."
         plugin = {"remote_storage_plugins": ["aerospike"],
@@ -187,7 +195,9 @@ def lmcache_config(surface: str, hosts: str, namespace: str, setname: str,
             **plugin}
 
 
-def kv_transfer_config(surface: str, mp_port: Optional[int]) -> dict:
+def kv_transfer_config(surface: str, mp_port: Optional[int]) -> Optional[dict]:
+    if surface == "none":
+        return None
     if surface == "mp":
         if mp_port is None:
             raise ValueError("surface mp needs the lmcache server's port (--mp-port)")
@@ -234,20 +244,26 @@ def main(argv: Optional[list[str]] = None) -> None:
         _log_to(args.log)
     model = write_tiny_llama(args.model or default_model(args.seed), args.seed)
     config_file = None
-    if args.surface != "mp":
+    if args.surface in ("remote", "storage"):
         import yaml  # LMCache's own dependency
 
         config_file = Path(args.out).with_suffix(".lmcache.yaml")
         config_file.write_text(yaml.safe_dump(lmcache_config(
-            args.surface, args.hosts, args.namespace, args.set, args.chunk_size)))
+            args.surface, args.hosts, args.namespace, args.set, args.chunk_size,
+            json.loads(args.settings_json))))
     os.environ.update(environment(args.surface, config_file))
-    result = _generate(args, model)
-    Path(args.out).write_text(json.dumps(result, indent=1))
+    code = 0
+    try:
+        result = _generate(args, model)
+        Path(args.out).write_text(json.dumps(result, indent=1))
+    except BaseException:
+        traceback.print_exc()
+        code = 1
     sys.stdout.flush()
     sys.stderr.flush()
     # vLLM and LMCache leave non-daemon threads behind, which would keep the
-    # process alive after the engine core has shut down.
-    os._exit(0)
+    # process alive after the engine core has shut down (or failed).
+    os._exit(code)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -261,9 +277,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", type=Path,
                    help="directory of the tiny model, written when missing (default: "
                         "lmcache-aerospike-tiny-llama-SEED in the temporary directory)")
-    p.add_argument("--prompts", type=int, default=1)
-    p.add_argument("--prompt-tokens", type=int, default=PROMPT_TOKENS,
-                   help="4 chunks and a tail by default: see the module's docstring")
+    p.add_argument("--prompts", type=int, default=1, help="prompts of each length (1)")
+    p.add_argument("--prompt-tokens", type=_lengths, default=[PROMPT_TOKENS],
+                   help="a length or a comma-separated list of them; 4 chunks and a "
+                        "tail by default: see the module's docstring")
+    p.add_argument("--warmup", action="store_true",
+                   help="generate a short prompt of its own first")
+    p.add_argument("--wait", choices=WAITS, default="aerospike",
+                   help="wait for each prompt's chunks in the set (default), or not")
+    p.add_argument("--settings-json", default="{}",
+                   help="more of our settings for the in-process surfaces, as JSON")
     p.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
     p.add_argument("--chunk-size", type=int, default=CHUNK_SIZE,
                    help="LMCache's chunk size (surface mp: the server's --chunk-size)")
@@ -272,6 +295,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log", type=Path, help="this run's output, vLLM's and LMCache's "
                                             "logs included (needed for LMCache's hits)")
     return p
+
+
+def _lengths(text: str) -> list[int]:
+    try:
+        lengths = [int(x) for x in text.split(",")]
+    except ValueError:
+        lengths = []
+    if not lengths or min(lengths) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive token counts, got {text!r}")
+    return lengths
 
 
 def _log_to(path: Path) -> None:
@@ -289,54 +322,73 @@ def _generate(args: argparse.Namespace, model: Path) -> dict:
 
     from lmcache_aerospike import _native
 
+    lengths = args.prompt_tokens
+    transfer = kv_transfer_config(args.surface, args.mp_port)
     started = time.perf_counter()
     llm = LLM(model=str(model), skip_tokenizer_init=True, enforce_eager=True,
               seed=args.seed, dtype="float32",
-              max_model_len=args.prompt_tokens + args.max_tokens,
+              max_model_len=max(lengths) + args.max_tokens,
               # The prompt's tail in a step of its own, after its full chunks, as
               # when they come from a cache (the module's docstring says why).
-              max_num_batched_tokens=_step_tokens(args.prompt_tokens, args.chunk_size),
+              max_num_batched_tokens=_step_tokens(lengths, args.chunk_size),
               # The worker in the engine core, which is in this process for the
               # in-process surfaces (see environment()); vLLM-CPU makes it "mp"
               # when the engine core has a process of its own (cpu.py:334-341).
               distributed_executor_backend="uni",
               disable_log_stats=False,  # the prefix-cache counters
-              kv_transfer_config=KVTransferConfig(**kv_transfer_config(args.surface,
-                                                                        args.mp_port)))
+              kv_transfer_config=None if transfer is None else KVTransferConfig(**transfer))
     startup_s = time.perf_counter() - started
     sampling = SamplingParams(max_tokens=args.max_tokens, temperature=0.0, logprobs=0,
                               ignore_eos=True, detokenize=False)
-    store = _native.Connector(hosts=args.hosts, namespace=args.namespace, set=args.set)
-    full_chunks = args.prompt_tokens // args.chunk_size
-    prompts = []
+    if args.warmup:  # fewer tokens than a chunk: nothing is stored
+        warmup = prompt(-1, max(1, args.chunk_size // 2), args.seed)
+        llm.generate([{"prompt_token_ids": warmup}], sampling, use_tqdm=False)
+    waiting = args.surface != "none" and args.wait == "aerospike"
+    store = _native.Connector(hosts=args.hosts, namespace=args.namespace,
+                              set=args.set) if waiting else None
+    prompts, stored = [], 0
     try:
-        for i in range(args.prompts):
-            before, _ = store.list_keys()
+        had = _chunks(store) if store else ((), 0)
+        for i, length in enumerate(n for n in lengths for _ in range(args.prompts)):
+            before = _chunks(store) if store else ((), 0)
             counters = _counters(llm)
             t0 = time.perf_counter()
-            out = llm.generate([{"prompt_token_ids": prompt(i, args.prompt_tokens, args.seed)}],
+            out = llm.generate([{"prompt_token_ids": prompt(i, length, args.seed)}],
                                sampling, use_tqdm=False)[0]
             generate_s = time.perf_counter() - t0
-            after = _wait_for_chunks(store, (i + 1) * full_chunks)
-            prompts.append(_report(out, generate_s, _counters(llm, counters),
-                                   sorted(set(after) - set(before))))
+            counted = _counters(llm, counters)
+            # LMCache stores the full chunks the tier did not have: those past the
+            # tokens vLLM took from it (the last token, which vLLM always
+            # computes, may end a chunk the tier had).
+            taken = -(-counted["external_hits"] // args.chunk_size)
+            stored += max(0, length // args.chunk_size - taken)
+            after = _wait_for_chunks(store, had, stored) if store else ((), 0)
+            report = _report(out, generate_s, counted, sorted(set(after[0]) - set(before[0])),
+                             length // args.chunk_size)
+            report["new_chunks"] = (len(report["new_keys"]) + max(0, after[1] - before[1])
+                                    if store else None)
+            prompts.append(report)
     finally:
-        store.close()
+        if store:
+            store.close()
     llm.llm_engine.engine_core.shutdown()
     return {"surface": args.surface, "model": str(model), "pid": os.getpid(),
-            "chunk_size": args.chunk_size, "full_chunks": full_chunks,
+            "chunk_size": args.chunk_size, "full_chunks": lengths[0] // args.chunk_size,
             "startup_s": startup_s, "prompts": prompts,
             "lmcache_hits": _lmcache_hits(args.log)}
 
 
-def _step_tokens(prompt_tokens: int, chunk_size: int) -> Optional[int]:
-    """The prefill budget per step: a prompt's full chunks when it has a tail;
-    vLLM's default otherwise."""
-    full = prompt_tokens // chunk_size * chunk_size
-    return full if 0 < full < prompt_tokens else None
+def _step_tokens(lengths: list[int], chunk_size: int) -> Optional[int]:
+    """The prefill budget per step: a prompt's full chunks when the prompts have
+    one length, with a tail; vLLM's default otherwise."""
+    if len(set(lengths)) != 1:
+        return None
+    full = lengths[0] // chunk_size * chunk_size
+    return full if 0 < full < lengths[0] else None
 
 
-def _report(out: Any, generate_s: float, counters: dict, new_keys: list[str]) -> dict:
+def _report(out: Any, generate_s: float, counters: dict, new_keys: list[str],
+            full_chunks: int) -> dict:
     completion = out.outputs[0]
     ids = list(completion.token_ids)
     metrics = getattr(out, "metrics", None)
@@ -345,7 +397,7 @@ def _report(out: Any, generate_s: float, counters: dict, new_keys: list[str]) ->
             "logprobs": [step[t].logprob for step, t in zip(completion.logprobs, ids)],
             "num_cached_tokens": out.num_cached_tokens, "generate_s": generate_s,
             "ttft_s": getattr(metrics, "first_token_latency", None),
-            "prefix_cache": counters, "new_keys": new_keys}
+            "prefix_cache": counters, "new_keys": new_keys, "full_chunks": full_chunks}
 
 
 # vLLM's counters of prefix-cache lookups (vllm/v1/metrics/loggers.py:660-710):
@@ -364,15 +416,21 @@ def _counters(llm: Any, since: Optional[dict] = None) -> dict:
     return {k: v - (since or {}).get(k, 0) for k, v in now.items()}
 
 
-def _wait_for_chunks(store: Any, count: int) -> list[str]:
-    """Waits until the set holds `count` chunks; their keys (those stored with one)."""
+def _chunks(store: Any) -> tuple[list[str], int]:
+    """The set's chunks: the keys of those stored with one, and the count of the rest."""
+    return store.list_keys()
+
+
+def _wait_for_chunks(store: Any, had: tuple, count: int) -> tuple[list[str], int]:
+    """Waits until the set holds `count` chunks more than `had`; its chunks then."""
     deadline = time.monotonic() + STORE_TIMEOUT_S
     while True:
-        named, unnamed = store.list_keys()
-        if len(named) + unnamed >= count:
-            return named
+        named, unnamed = _chunks(store)
+        new = len(set(named) - set(had[0])) + max(0, unnamed - had[1])
+        if new >= count:
+            return named, unnamed
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{len(named) + unnamed} of {count} chunks in the set after "
+            raise TimeoutError(f"{new} of {count} chunks in the set after "
                                f"{STORE_TIMEOUT_S:.0f} s: the stores did not land")
         time.sleep(0.2)
 
@@ -390,18 +448,25 @@ def _lmcache_hits(log: Optional[Path]) -> list[dict]:
 
 def run(surface: str, *, hosts: str, setname: str, out: Path, model: Optional[Path] = None,
         namespace: str = "lmcache", mp_port: Optional[int] = None, prompts: int = 1,
-        prompt_tokens: int = PROMPT_TOKENS, chunk_size: int = CHUNK_SIZE, seed: int = 0,
+        prompt_tokens: int | list[int] = PROMPT_TOKENS, chunk_size: int = CHUNK_SIZE,
+        max_tokens: int = MAX_TOKENS, seed: int = 0, warmup: bool = False,
+        wait: str = "aerospike", settings: Optional[dict] = None,
         timeout_s: float = RUN_TIMEOUT_S) -> dict:
     """Runs `python -m lmcache_aerospike.vllm_run` to the end and returns its JSON,
     with "log" (the run's output, beside `out`). A run that fails or outlives
     `timeout_s` raises RunError with the tail of that output."""
     out = Path(out)
     log = out.with_suffix(".log")
+    lengths = [prompt_tokens] if isinstance(prompt_tokens, int) else list(prompt_tokens)
     cmd = [sys.executable, "-m", __spec__.name, "--surface", surface, "--hosts", hosts,
-           "--namespace", namespace, "--set", setname,
-           "--prompts", str(prompts), "--prompt-tokens", str(prompt_tokens),
-           "--chunk-size", str(chunk_size), "--seed", str(seed),
+           "--namespace", namespace, "--set", setname, "--prompts", str(prompts),
+           "--prompt-tokens", ",".join(map(str, lengths)), "--chunk-size", str(chunk_size),
+           "--max-tokens", str(max_tokens), "--seed", str(seed), "--wait", wait,
            "--out", str(out), "--log", str(log)]
+    if warmup:
+        cmd += ["--warmup"]
+    if settings:
+        cmd += ["--settings-json", json.dumps(settings)]
     if model is not None:
         cmd += ["--model", str(model)]
     if mp_port is not None:

@@ -41,7 +41,9 @@ def clean_process():
     assert left == [], f"threads left running: {left}"
     assert multiprocessing.get_start_method(allow_none=True) == start_method
     assert {k: os.environ.get(k) for k in env} == env
-    for name in ("lmcache", "lmcache_aerospike", "lmcache.v1.cache_engine"):
+    from lmcache_aerospike.lmcache_names import LMCacheEngineBuilder
+
+    for name in ("lmcache", "lmcache_aerospike", LMCacheEngineBuilder.__module__):
         assert not any(type(h).__name__ == "LMCacheLogs"
                        for h in logging.getLogger(name).handlers), name
 
@@ -202,3 +204,36 @@ def test_a_killed_demo_takes_the_stand_in_with_it(tmp_path):
     while stand_ins() - before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert_gone(port, before)
+
+
+def test_engine_vllm_without_vllm_exits_2_naming_the_venv(capsys, monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "vllm" else find_spec(name, *a))
+    assert main(["demo", "--engine", "vllm", "--hosts", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert "demo --engine vllm needs vllm" in err and ".venv-vllm" in err, err
+
+
+@pytest.mark.parametrize("tokens, chunk, named", [
+    (32761, 256, "--tokens 32761: the demo's model takes at most 32760 prompt tokens"),
+    (100, 256, "--tokens 100: fewer than a chunk (256)"),
+])
+def test_engine_vllm_refuses_a_prompt_the_tiny_model_cannot_take(tokens, chunk, named):
+    from lmcache_aerospike.cli import demo_vllm
+
+    assert named in demo_vllm.bad_tokens(tokens, chunk)
+    assert demo_vllm.bad_tokens(2080, 256) is None
+
+
+def test_without_lmcache_the_demo_names_the_extra_to_install(capsys, monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "lmcache" else find_spec(name, *a))
+    assert main(["demo", "--hosts", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert "demo needs lmcache" in err and "pip install 'lmcache-aerospike[lmcache]'" in err

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import importlib.util
 import logging
 import os
 import signal
@@ -31,7 +32,11 @@ from lmcache_aerospike.cli import output
 from lmcache_aerospike.cli.settings import connect, load, options, read_config
 from lmcache_aerospike.config import ENV_PREFIX, Settings
 
-OK, MISSED, SERVER_ERROR = 0, 1, 3
+OK, MISSED, BAD_SETTINGS, SERVER_ERROR = 0, 1, 2, 3
+# vLLM's prompt: 8 chunks and a tail, which vLLM computes after loading the chunks
+# (a prompt of whole chunks would have its last token computed alone, by other
+# kernels than in the cold run, and the logprobs would differ in the last bits).
+VLLM_TOKENS = 2080
 MODEL = "lmcache-aerospike-demo"  # in every chunk key: no clash with a real model's
 PUT_DEADLINE_S = 60
 DEMO_TTL_S = 3600  # a demo killed before its cleanup leaves records for an hour only
@@ -42,6 +47,7 @@ examples:
   lmcache-aerospike demo                        # the bundled stand-in server on loopback
   lmcache-aerospike demo --hosts 10.0.0.5:3000 -n lmcache --tokens 8192
   lmcache-aerospike demo --config lmcache.yaml --json
+  .venv-vllm/bin/lmcache-aerospike demo --engine vllm   # vLLM restarted, KV from Aerospike
 
 exit status: 0 every token hit with identical bytes, 1 a token missed or the bytes
 differ, 2 bad settings, 3 a server error
@@ -58,7 +64,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                     "Without hosts it uses the bundled protocol test server on loopback, "
                     "a stand-in for Aerospike. -v also shows LMCache's own logging.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tokens", type=_positive, default=2048, help="prompt length (2048)")
+    p.add_argument("--engine", choices=("lmcache", "vllm"), default="lmcache",
+                   help="lmcache: LMCache's engine on CPU tensors (default); vllm: two vLLM "
+                        "processes with a tiny Llama on the CPU (needs .venv-vllm)")
+    p.add_argument("--tokens", type=_positive, default=None,
+                   help=f"prompt length (2048; {VLLM_TOKENS} with --engine vllm)")
     p.add_argument("--chunk-size", type=_positive, default=256,
                    help="LMCache chunk size in tokens (256)")
     p.add_argument("--layers", type=_positive, default=8, help="model layers (8)")
@@ -89,6 +99,15 @@ class Failure(Exception):
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.engine == "vllm":
+        return run_vllm(args)
+    args.tokens = args.tokens or 2048
+    absent = _missing("torch", "lmcache")
+    if absent:
+        output.warn(f"demo needs {absent}, which this Python does not have: pip install "
+                    "'lmcache-aerospike[lmcache]' (on a CPU-only machine scripts/bootstrap.sh "
+                    "makes .venv with CPU torch)")
+        return BAD_SETTINGS
     try:
         with _where(args) as summary:
             summary.update(_round_trip(args))
@@ -146,11 +165,58 @@ def _interrupts_held() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
-def _round_trip(args: argparse.Namespace) -> dict:
+def run_vllm(args: argparse.Namespace) -> int:
+    """--engine vllm: two vLLM processes (cli/demo_vllm.py)."""
+    from lmcache_aerospike.cli import demo_vllm
+
+    args.tokens = args.tokens or VLLM_TOKENS
+    absent = _missing("torch", "lmcache", "vllm")
+    if absent:
+        output.warn(f"demo --engine vllm needs {absent}, which this Python does not have: "
+                    "run it from .venv-vllm (scripts/bootstrap.sh vllm makes it)")
+        return BAD_SETTINGS
+    why = demo_vllm.bad_tokens(args.tokens, args.chunk_size)
+    if why:
+        output.warn(why)
+        return BAD_SETTINGS
+    try:
+        with _where(args) as summary:
+            settings, _ = _settings(args)
+            with _environ(_demo_env(settings, args.verbose)):
+                summary.update(demo_vllm.store_restart_load(
+                    _plugin_settings(settings), tokens=args.tokens, chunk=args.chunk_size))
+    except Failure as e:
+        output.warn(str(e))
+        return e.code
+    except demo_vllm.RunError as e:
+        output.warn(str(e))
+        return SERVER_ERROR
+    if args.json:
+        output.emit_json({"ok": demo_vllm.ok(summary), **summary})
+    else:
+        demo_vllm.report(summary)
+    if not demo_vllm.ok(summary):
+        output.warn(demo_vllm.complaint(summary))
+        return MISSED
+    return OK
+
+
+def _missing(*modules: str) -> str | None:
+    """The first of `modules` that cannot be imported here, or None."""
+    return next((m for m in modules if importlib.util.find_spec(m) is None), None)
+
+
+def _settings(args: argparse.Namespace) -> tuple[Settings, dict]:
+    """The demo's settings, with an hour's TTL unless one is given, and the
+    server's limits (a server that cannot be reached fails here, exit 3)."""
     settings = load(args)
     if settings.default_ttl_seconds == Settings.default_ttl_seconds:  # the default
         settings = dataclasses.replace(settings, default_ttl_seconds=DEMO_TTL_S)
-    limits = _limits(settings)
+    return settings, _limits(settings)
+
+
+def _round_trip(args: argparse.Namespace) -> dict:
+    settings, limits = _settings(args)
     with _environ(_demo_env(settings, args.verbose)), LMCacheLogs(args.verbose) as logs:
         with _interrupts_held():
             from lmcache_aerospike.cli import demo_kv  # torch and LMCache: seconds to import
