@@ -18,6 +18,19 @@ TTL_SPREAD_S = 7
 from tests.server.launch import running
 
 
+def basic_check_module() -> str:
+    """LMCache's `basic_check`: lmcache.v1.basic_check in 0.5.6, moved with the
+    in-process engine to lmcache.inprocess.v1.basic_check in 0.5.7."""
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("lmcache.inprocess.v1.basic_check") is not None:
+            return "lmcache.inprocess.v1.basic_check"
+    except ModuleNotFoundError:  # 0.5.6 has no lmcache.inprocess
+        pass
+    return "lmcache.v1.basic_check"
+
+
 @pytest.fixture(scope="session")
 def aerospike_hosts():
     hosts = os.environ.get("AEROSPIKE_TEST_HOSTS")

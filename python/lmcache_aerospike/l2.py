@@ -40,6 +40,11 @@ from lmcache.v1.distributed.l2_adapters.native_connector_l2_adapter import (
 )
 from lmcache.v1.platform import create_event_notifier
 
+try:  # LMCache 0.5.7: where an adapter's bytes are (l2_adapters/base.py, get_memory_tags)
+    from lmcache.v1.distributed.api import MemoryResidency, MemorySegment, MemoryTags
+except ImportError:  # 0.5.6 has no memory tags
+    MemoryTags = None
+
 from lmcache_aerospike import _native, client, logs, metrics
 from lmcache_aerospike.config import Settings
 
@@ -223,17 +228,36 @@ class AerospikeL2Adapter(L2AdapterInterface):
         return self._submit("lookup", "submit_batch_exists", (names,), done)
 
     def _touch(self, names: list) -> None:
-        """Restarts the TTL of locked chunks, so they outlive the wait for their
-        load. Best effort: a chunk that expired anyway is a miss at load."""
+        """Restarts the TTL of chunks (locked ones, so they outlive the wait for
+        their load; touched ones). Best effort: a chunk that expired anyway is a
+        miss at load."""
         def touched(future: Any) -> None:
             ok, error, _ = future.result()
             if not ok:
-                logger.warning("aerospike L2: touching %d locked chunks: %s", len(names),
+                logger.warning("aerospike L2: touching %d chunks: %s", len(names),
                                logs.redact(error, self.settings.set, names))
         try:
             self._engine.submit("submit_batch_touch", names).add_done_callback(touched)
         except _native.Error as e:
-            logger.warning("aerospike L2: touching %d locked chunks: %s", len(names), e)
+            logger.warning("aerospike L2: touching %d chunks: %s", len(names), e)
+
+    def submit_touch(self, keys: list) -> None:
+        """LMCache 0.5.7's "mark keys accessed for eviction": on Aerospike that is
+        the chunk's TTL restarted (every record of it, as a read-touch does), so
+        NSUP evicts it last; and LMCache's listeners told, as the base class does."""
+        keys = list(keys)
+        if not keys or self._closed:
+            return
+        self._touch([key_string(k) for k in keys])
+        self._notify_keys_accessed(keys)
+
+    def get_memory_tags(self) -> Any:
+        """LMCache 0.5.7: the bytes are in remote storage, shared between hosts (the
+        tags of LMCache's own remote adapters, resp_l2_adapter.py:172). None on 0.5.6,
+        which never asks."""
+        if MemoryTags is None:
+            return None
+        return MemoryTags(MemorySegment.STORAGE, MemoryResidency.REMOTE)
 
     def query_lookup_and_lock_result(self, task_id: L2TaskId) -> Optional[Bitmap]:
         return self._pop("lookup", task_id)

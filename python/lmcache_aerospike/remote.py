@@ -26,7 +26,6 @@ from lmcache.logging import init_logger
 from lmcache.utils import CacheEngineKey
 from lmcache.v1.exceptions import IrrecoverableException
 from lmcache.v1.memory_management import MemoryObj
-from lmcache.v1.protocol import RemoteMetadata
 from lmcache.v1.storage_backend.connector import (
     ConnectorAdapter,
     ConnectorContext,
@@ -34,6 +33,7 @@ from lmcache.v1.storage_backend.connector import (
 )
 from lmcache.v1.storage_backend.connector.base_connector import RemoteConnector
 
+from lmcache_aerospike.lmcache_names import RemoteMetadata
 from lmcache_aerospike import _native, client, logs, metrics
 from lmcache_aerospike.config import Settings
 

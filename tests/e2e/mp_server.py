@@ -38,6 +38,26 @@ from lmcache_aerospike.mp_server import running, spec  # noqa: E402,F401
 
 MQ_TIMEOUT_S = 20.0
 
+# LMCache 0.5.7 sends token ids packed (v1/multiprocess/token_codec.py): LoadStoreOp
+# holds token_bytes, and the scheduler's lookup takes the packed bytes
+# (integration/vllm/vllm_multi_process_adapter.py:651-654, 883-889); 0.5.6 takes lists.
+PACKED_TOKENS = "token_bytes" in getattr(LoadStoreOp, "__dataclass_fields__", {})
+
+
+def tokens_arg(tokens: list[int]):
+    if PACKED_TOKENS:
+        from lmcache.v1.multiprocess.token_codec import pack_token_ids
+
+        return pack_token_ids(tokens)
+    return tokens
+
+
+def load_store_op(tokens: list[int], block_ids: list[int]) -> LoadStoreOp:
+    if PACKED_TOKENS:
+        return LoadStoreOp(token_bytes=tokens_arg(tokens), block_ids=[block_ids], start=0,
+                           end=len(tokens))
+    return LoadStoreOp(token_ids=tokens, block_ids=[block_ids], start=0, end=len(tokens))
+
 
 def wait_until(condition, timeout: float, interval: float = 0.1) -> bool:
     deadline = time.monotonic() + timeout
@@ -82,7 +102,7 @@ class Engine:
     def store(self, tokens: list[int], block_ids: list[int]) -> bool:
         """Stores the KV of `tokens`, held in `block_ids`; the server's answer."""
         request_id = "store-" + uuid.uuid4().hex
-        op = LoadStoreOp(token_ids=tokens, block_ids=[block_ids], start=0, end=len(tokens))
+        op = load_store_op(tokens, block_ids)
         self.worker.submit_store_request(request_id, op, self.worker.create_recorded_event())
         # The future get_finished() reads (vllm_multi_process_adapter.py:2112-2127);
         # on the engine-driven path it holds COMMIT_STORE's answer
@@ -96,7 +116,7 @@ class Engine:
         """How many leading tokens the server has (LOOKUP, then QUERY_PREFETCH_STATUS
         until the prefetch from L2 into L1 is done); the hits stay locked for
         retrieve() under the same request id."""
-        self.scheduler.maybe_submit_lookup_request(request_id, tokens)
+        self.scheduler.maybe_submit_lookup_request(request_id, tokens_arg(tokens))
         result: list[int] = []
 
         def done():
@@ -110,7 +130,7 @@ class Engine:
 
     def retrieve(self, tokens: list[int], block_ids: list[int], request_id: str) -> bool:
         """Loads the KV of `tokens` into `block_ids`, after lookup(request_id)."""
-        op = LoadStoreOp(token_ids=tokens, block_ids=[block_ids], start=0, end=len(tokens))
+        op = load_store_op(tokens, block_ids)
         self.worker.submit_retrieve_request(request_id, op,
                                             self.worker.create_recorded_event())
 

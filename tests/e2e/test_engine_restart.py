@@ -68,11 +68,11 @@ import torch  # noqa: E402
 
 pytest.importorskip("lmcache")
 
-from lmcache.v1.cache_engine import LMCacheEngineBuilder  # noqa: E402
+from lmcache_aerospike.lmcache_names import LMCacheEngineBuilder  # noqa: E402
 from lmcache.v1.config import LMCacheEngineConfig  # noqa: E402
 from lmcache.v1.memory_management import MemoryFormat  # noqa: E402
 from lmcache.v1.metadata import LMCacheMetadata  # noqa: E402
-from lmcache.v1.protocol import RemoteMetadata  # noqa: E402
+from lmcache_aerospike.lmcache_names import RemoteMetadata  # noqa: E402
 
 from lmcache_aerospike import client  # noqa: E402
 from tests.e2e.cpu_connector import CPUPagedConnector  # noqa: E402

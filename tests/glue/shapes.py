@@ -16,7 +16,7 @@ from lmcache.utils import CacheEngineKey, EngineType  # noqa: E402
 from lmcache.v1.gpu_connector.utils import normalize_and_discover_per_layer_formats  # noqa: E402
 from lmcache.v1.kv_layer_groups import KVLayerGroupsManager  # noqa: E402
 from lmcache.v1.metadata import LMCacheMetadata  # noqa: E402
-from lmcache.v1.protocol import RemoteMetadata  # noqa: E402
+from lmcache_aerospike.lmcache_names import RemoteMetadata  # noqa: E402
 from lmcache.v1.storage_backend.remote_backend import RemoteBackend  # noqa: E402
 
 MODEL = "lmca-test"

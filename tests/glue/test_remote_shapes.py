@@ -26,7 +26,8 @@ from tests.glue.test_remote import put, same_bytes, stack  # noqa: F401 (stack: 
 from lmcache.v1.memory_management import (  # noqa: E402
     BytesBufferMemoryObj, MemoryFormat, TensorMemoryObj,
 )
-from lmcache.v1.protocol import DTYPE_TO_INT, RemoteMetadata  # noqa: E402
+from lmcache.v1.protocol import DTYPE_TO_INT  # noqa: E402
+from lmcache_aerospike.lmcache_names import RemoteMetadata  # noqa: E402
 
 from lmcache_aerospike import _native  # noqa: E402
 

@@ -15,7 +15,7 @@ import uuid
 import pytest
 import torch
 
-from tests.conftest import TTL_SPREAD_S, info
+from tests.conftest import TTL_SPREAD_S, basic_check_module, info
 from tests.lmcache.l2_driver import (
     SPECS, build, load, lookup, make_allocator, object_keys, objects, plugin_spec, store,
 )
@@ -102,6 +102,61 @@ def test_touch_on_lock_restarts_a_locked_chunks_ttl(aerospike_hosts, allocator):
     finally:
         short.close()
         a.close()
+
+
+def test_submit_touch_restarts_the_ttl_and_tells_the_listeners(aerospike_hosts):
+    """LMCache 0.5.7's submit_touch ("mark keys accessed for eviction"): on
+    Aerospike the chunk's TTL restarts, so NSUP evicts it last. Called directly
+    here, so that 0.5.6 (which never calls it) is held to it too."""
+    setname = "lmca_touch_" + uuid.uuid4().hex[:8]
+    a = build(plugin_spec(aerospike_hosts, set=setname))
+    short = _native.Connector(hosts=aerospike_hosts, set=setname, default_ttl_seconds=20)
+    accessed = []
+
+    class Listener:
+        def on_l2_keys_accessed(self, keys):
+            accessed.append(list(keys))
+
+    a._listeners.append(Listener())  # what register_listener does, without its type
+    try:
+        keys = object_keys(2)
+        names = [_object_key_to_string(k) for k in keys]
+        for name in names:
+            short.put(name, bytearray(5 << 20))  # segments too: all of them are touched
+        a.submit_touch(keys[:1])
+        deadline = time.monotonic() + 10
+        while short.stat(names[0])["ttl"] <= 20 + TTL_SPREAD_S:
+            assert time.monotonic() < deadline, "submit_touch never touched it"
+        assert short.stat(names[1])["ttl"] <= 20 + TTL_SPREAD_S, "touched a key not given"
+        assert accessed == [keys[:1]]
+        # Every record of the touched chunk, its segments too, and none of the other's.
+        nseg = len(short.inspect(names[0])["segments"])
+        assert nseg > 1
+        deadline = time.monotonic() + 10
+        while True:
+            ttls = sorted(r["ttl"] for r in short.scan(records=True))
+            assert len(ttls) == 2 * (nseg + 1), ttls
+            fresh = [t for t in ttls if t > 20 + TTL_SPREAD_S]
+            if len(fresh) == nseg + 1 or time.monotonic() > deadline:
+                break
+        assert len(fresh) == nseg + 1, ttls
+        a.submit_touch([])  # nothing to do: no round trip, no listener call
+        assert accessed == [keys[:1]]
+    finally:
+        for r in short.scan(records=True):
+            short.remove_record(r["digest"])
+        short.close()
+        a.close()
+
+
+def test_memory_tags_say_remote_storage(adapter):
+    try:
+        from lmcache.v1.distributed.api import MemoryResidency, MemorySegment, MemoryTags
+    except ImportError:  # LMCache 0.5.6: no tags, and nothing asks
+        assert adapter.get_memory_tags() is None
+        return
+    assert adapter.get_memory_tags() == MemoryTags(MemorySegment.STORAGE,
+                                                   MemoryResidency.REMOTE)
 
 
 def test_an_overwrite_of_another_size_replaces_its_bytes(adapter, allocator):
@@ -201,7 +256,7 @@ def lmcache_cli(*args, timeout=600):
 @pytest.mark.parametrize("kind", sorted(SPECS))
 def test_lmcache_basic_check_test_l2_adapter_passes(aerospike_hosts, kind):
     spec = SPECS[kind](aerospike_hosts, set="lmca_check_" + uuid.uuid4().hex[:6])
-    rc, out = lmcache_cli("-m", "lmcache.v1.basic_check", "--mode", "test_l2_adapter",
+    rc, out = lmcache_cli("-m", basic_check_module(), "--mode", "test_l2_adapter",
                           "--l2-adapter", json.dumps(spec), "--num-keys", "8")
     assert rc == 0, out[-3000:]
     assert "Validation (content): 8/8" in out and "Validation: 8/8 found" in out, out[-3000:]

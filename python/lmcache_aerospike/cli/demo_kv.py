@@ -35,11 +35,11 @@ import uuid
 from typing import Any, Callable, List, Mapping, Optional
 
 import torch
-from lmcache.v1.cache_engine import LMCacheEngineBuilder
 from lmcache.v1.config import LMCacheEngineConfig
-from lmcache.v1.gpu_connector import GPUConnectorInterface
 from lmcache.v1.memory_management import MemoryObj
 from lmcache.v1.metadata import LMCacheMetadata
+
+from lmcache_aerospike.lmcache_names import GPUConnectorInterface, LMCacheEngineBuilder
 
 MiB = 1 << 20
 PLUGIN = "aerospike"
