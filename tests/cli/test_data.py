@@ -140,3 +140,59 @@ def test_pin_of_a_missing_key_is_exit_1(cli):
 def test_pin_needs_keys_or_prefix(cli):
     assert cli("pin").code == 2
     assert cli("unpin", "k", "--prefix", "p").code == 2
+
+
+@pytest.fixture
+def keyless(aerospike_hosts, planter):
+    """An engine that stores chunks without their keys (send_key false, the default)."""
+    from tests.cli.conftest import NAMESPACE, SMALL_SEGMENTS
+
+    from lmcache_aerospike import _native
+
+    c = _native.Connector(hosts=aerospike_hosts, namespace=NAMESPACE, set=SET,
+                          default_ttl_seconds=600, **SMALL_SEGMENTS)
+    yield c
+    c.close()
+
+
+def listed_digests(cli):
+    ran = cli("ls", "--json")
+    assert ran.code == 0, ran.err
+    return [row["digest"] for row in json.loads(ran.out)["chunks"] if row["key"] is None]
+
+
+def test_rm_takes_the_digest_ls_prints_and_removes_every_record(
+        cli, keyless, engine, three_segments):
+    keyless.put("anon@1@0@ab@bf16", os.urandom(three_segments))
+    keyless.put("other@1@0@ab@bf16", os.urandom(three_segments))
+    [first, second] = sorted(listed_digests(cli))
+    assert len(keyless.scan(records=True)) == 8  # two meta records, six segments
+    ran = cli("rm", first, "0" * 40)
+    assert ran.code == 1
+    assert ran.text.splitlines() == [f"{first}: removed (meta record and 3 segment records)"]
+    assert ran.err.strip() == f"{'0' * 40}: not found"
+    assert listed_digests(cli) == [second]
+    left = keyless.scan(records=True)
+    assert len(left) == 4 and {r["kind"] for r in left} == {"meta", "segment"}
+    assert len({r["wid"] for r in left}) == 1, "removed segments of the other chunk"
+    assert cli("rm", first).code == 1  # gone
+
+
+def test_inspect_takes_the_digest_ls_prints(cli, keyless, planter, three_segments):
+    keyless.put("anon@1@0@cd@bf16", os.urandom(three_segments), serde="naive")
+    [digest] = listed_digests(cli)
+    ran = cli("inspect", digest, "--json")
+    assert ran.code == 0, ran.err
+    doc = json.loads(ran.out)
+    assert doc["key"] is None and doc["digest"] == digest
+    assert (doc["tot_b"], doc["nseg"], doc["serde"]) == (three_segments, 3, "naive")
+    assert doc["segments"] == ["ok", "ok", "ok"] and doc["readable"] is True
+    assert doc["crc"] == "unread" and doc["md"] is None
+    text = cli("inspect", digest).text
+    assert "key        not stored (send_key false)" in text
+    assert "segments   3 of 3 records of this write found" in text
+    # A segment gone: the chunk reads as a miss, and inspect says so.
+    planter.remove("anon@1@0@cd@bf16|s|1")
+    doc = json.loads(cli("inspect", digest, "--json").out)
+    assert doc["segments"] == ["ok", "ok", "missing"] and doc["readable"] is False
+    assert cli("inspect", "f" * 40).code == 1

@@ -90,3 +90,29 @@ def test_ls_without_send_key_lists_digests_and_says_so_once(cli, aerospike_hosts
 
 def test_ls_rejects_a_negative_limit(cli):
     assert cli("ls", "--limit", "-1").code == 2
+
+
+def test_ls_by_model_counts_chunks_and_bytes_per_model_and_salt(cli, stored, aerospike_hosts):
+    anon = _native.Connector(hosts=aerospike_hosts, namespace=NAMESPACE, set=SET,
+                             default_ttl_seconds=600)
+    try:
+        anon.put("z@1@0@01@bf16", bytes(7))  # no key stored
+    finally:
+        anon.close()
+    doc = json.loads(cli("ls", "--by-model", "--json").out)
+    assert doc["matched"] == 6
+    # KEYS[i] holds 10 + i bytes; largest first.
+    assert doc["tenants"] == [
+        {"model": "Qwen/Qwen3-8B", "salt": None, "chunks": 2, "bytes": 10 + 11},
+        {"model": "meta-llama/Llama-3.1-8B", "salt": "salt", "chunks": 1, "bytes": 14},
+        {"model": "meta-llama/Llama-3.1-8B", "salt": None, "chunks": 1, "bytes": 13},
+        {"model": "Qwen/Qwen3-8B-Instruct", "salt": None, "chunks": 1, "bytes": 12},
+        {"model": None, "salt": None, "chunks": 1, "bytes": 7},
+    ]
+    text = cli("ls", "--by-model").text.splitlines()
+    assert text[0] == "Qwen/Qwen3-8B\t2 chunks\t21 bytes (21 B)"
+    assert text[1] == "meta-llama/Llama-3.1-8B salt salt\t1 chunks\t14 bytes (14 B)"
+    assert text[-1] == "(no key stored)\t1 chunks\t7 bytes (7 B)"
+    only = json.loads(cli("ls", "--by-model", "--model", "meta-llama/Llama-3.1-8B",
+                          "--json").out)
+    assert [(t["salt"], t["chunks"]) for t in only["tenants"]] == [("salt", 1), (None, 1)]

@@ -103,3 +103,17 @@ def test_nsup_line_says_unknown_for_what_a_node_does_not_report():
                                       "stop-writes no, never expire 97, client write errors 2")
     bare = view(REAL_8_1).as_dict()
     assert stats.nsup_line(bare).endswith("client write errors ?")
+
+
+def test_stats_breaks_chunks_and_bytes_down_by_model_and_salt(cli, engine):
+    engine.put("m1@1@0@01@bf16", bytes(100))
+    engine.put("m1@1@0@02@bf16", bytes(50))
+    engine.put("m2@0000000a@0@03@tenant-b", bytes(30))
+    doc = stats_json(cli)
+    assert doc["tenants"] == [
+        {"model": "m1", "salt": None, "chunks": 2, "bytes": 150},
+        {"model": "m2", "salt": "tenant-b", "chunks": 1, "bytes": 30},
+    ]
+    text = cli("stats").text
+    assert re.search(r"^model m1 +2 chunks, 150 B$", text, re.M), text
+    assert re.search(r"^model m2, salt tenant-b +1 chunks, 30 B$", text, re.M), text

@@ -122,3 +122,18 @@ class DroppedObjects(logging.Handler):
     def check(self):
         self.logger.removeHandler(self)
         assert not self.seen, self.seen
+
+
+def tenant_keys():
+    """Keys of one chunk hash for four tenants of the in-process engine: two models,
+    and two tag values (LMCache's `lmcache.tag.*` request configs, which go into
+    the key) of one model. A tenant must never read another's bytes."""
+    h = int(uuid.uuid4().hex[:12], 16)
+
+    def key(model, tag=None):
+        configs = {} if tag is None else {"lmcache.tag.tenant": tag}
+        return CacheEngineKey(model_name=model, world_size=1, worker_id=0, chunk_hash=h,
+                              dtype=torch.bfloat16, request_configs=configs)
+
+    return [key("lmca-model-a"), key("lmca-model-b"),
+            key("lmca-model-a", "t1"), key("lmca-model-a", "t2")]

@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-from tests.conftest import TTL_SPREAD_S, info
+from tests.conftest import TTL_SPREAD_S, basic_check_module, info
 from tests.glue.harness import (
     KiB, MiB, DroppedObjects, Loop, allocated, cpu_backend, full_chunk, keys, metadata,
     partial_chunk, plugin_config,
@@ -353,7 +353,7 @@ def test_lmcache_basic_check_test_remote_passes(tmp_path, aerospike_hosts):
         "  remote_storage_plugin.aerospike.class_name: AerospikeConnectorAdapter\n"
         "  remote_storage_plugin.aerospike.default_ttl_seconds: 60\n")
     env = {**os.environ, "LMCACHE_CONFIG_FILE": str(config)}
-    run = subprocess.run([sys.executable, "-m", "lmcache.v1.basic_check", "--mode",
+    run = subprocess.run([sys.executable, "-m", basic_check_module(), "--mode",
                           "test_remote", "--model", "lmca-check"], env=env,
                          capture_output=True, text=True, timeout=300)
     out = run.stdout + run.stderr
@@ -392,3 +392,23 @@ def test_logs_and_errors_name_records_by_digest_never_by_key(stack, aerospike_ho
         assert k.to_string() not in text
     assert aerospike.calc_digest("lmcache", "kv_chunks", bad.to_string() + "|m").hex() in text
     assert aerospike.calc_digest("lmcache", "kv_chunks", slow.to_string() + "|m").hex() in text
+
+
+def test_tenants_never_read_each_others_bytes(stack):
+    """Two models, and two tags of one model, with the same chunk hash: each gets
+    its own bytes back, and a tenant that stored nothing misses."""
+    from tests.glue.harness import tenant_keys
+
+    rb, cpu, conn = stack.backend(64 * KiB)
+    ks = tenant_keys()
+    objs = [full_chunk(cpu, conn) for _ in ks[:-1]]  # the last tenant stores nothing
+    for k, obj in zip(ks, objs):
+        put(rb, k, obj)
+    for k, obj in zip(ks, objs):
+        got = rb.get_blocking(k)
+        assert got is not None and same_bytes(got, obj), k.to_string()
+        got.ref_count_down()
+    assert len({bytes(o.byte_array) for o in objs}) == len(objs)  # distinct payloads
+    assert not rb.contains(ks[-1]) and rb.get_blocking(ks[-1]) is None
+    for obj in objs:
+        obj.ref_count_down()

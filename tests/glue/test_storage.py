@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from tests.conftest import TTL_SPREAD_S, info
+from tests.conftest import TTL_SPREAD_S, basic_check_module, info
 from tests.glue.harness import (
     KiB, MiB, Loop, allocated, filled, keys, metadata, plugin_config,
 )
@@ -18,7 +18,7 @@ from tests.glue.harness import DroppedObjects
 
 from lmcache.v1.config import LMCacheEngineConfig  # noqa: E402
 from lmcache.v1.memory_management import MemoryFormat  # noqa: E402
-from lmcache.v1.protocol import RemoteMetadata  # noqa: E402
+from lmcache_aerospike.lmcache_names import RemoteMetadata  # noqa: E402
 from lmcache.v1.storage_backend import CreateStorageBackends  # noqa: E402
 
 from lmcache_aerospike import _native  # noqa: E402
@@ -507,7 +507,7 @@ def test_lmcache_basic_check_test_storage_manager_passes(tmp_path, aerospike_hos
         f"  storage_plugin.aerospike.set: lmca_sm_{uuid.uuid4().hex[:8]}\n"
         "  storage_plugin.aerospike.default_ttl_seconds: 60\n")
     env = {**os.environ, "LMCACHE_CONFIG_FILE": str(config), "LMCACHE_TRACK_USAGE": "false"}
-    run = subprocess.run([sys.executable, "-m", "lmcache.v1.basic_check", "--mode",
+    run = subprocess.run([sys.executable, "-m", basic_check_module(), "--mode",
                           "test_storage_manager", "--model", "lmca-sm", "--num-keys", "6"],
                          env=env, capture_output=True, text=True, timeout=300)
     out = run.stdout + run.stderr
@@ -515,3 +515,20 @@ def test_lmcache_basic_check_test_storage_manager_passes(tmp_path, aerospike_hos
     assert "Failed to create backend" not in out, out[-3000:]
     assert "Validation (content correct): 6/6 passed" in out, out[-3000:]
     assert "Test Failed" not in out, out[-3000:]
+
+
+def test_tenants_never_read_each_others_bytes(stack):
+    """Two models, and two tags of one model, with the same chunk hash."""
+    from tests.glue.harness import tenant_keys
+
+    plugin, cpu = stack.plugin(64 * KiB)
+    ks = tenant_keys()
+    objs = [full_chunk(cpu, plugin) for _ in ks[:-1]]
+    sent, futures = put_as_lmcache(plugin, ks[:-1], objs)
+    wait_puts(futures)
+    assert len(set(sent)) == len(sent)
+    for k, data in zip(ks, sent):
+        got = plugin.get_blocking(k)
+        assert got is not None and bytes(got.byte_array) == data, k.to_string()
+        got.ref_count_down()
+    assert not plugin.contains(ks[-1]) and plugin.get_blocking(ks[-1]) is None

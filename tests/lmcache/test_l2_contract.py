@@ -87,3 +87,27 @@ def test_a_chunk_of_another_size_loads_as_a_miss(adapter, allocator):
     assert load(adapter, [key], [small]) == [False]  # never a partial or overflowing copy
     for o in src + [small]:
         o.ref_count_down()
+
+
+def test_tenants_never_read_each_others_bytes(adapter, allocator):
+    """One chunk hash for two models, and for two cache salts of one model
+    (ObjectKey.cache_salt, which LMCache 0.5.6+ puts in the key): each gets its own
+    bytes back, and a tenant that stored nothing misses."""
+    from lmcache.v1.distributed.api import ObjectKey
+
+    h = object_keys(1)[0].chunk_hash
+    keys = [ObjectKey(chunk_hash=h, model_name=m, kv_rank=0, cache_salt=s)
+            for m, s in (("model-a", ""), ("model-b", ""), ("model-a", "t1"),
+                         ("model-a", "t2"), ("model-c", ""))]
+    src = [objects(allocator, 1, fill=20 + i)[0] for i in range(4)]  # model-c stores nothing
+    assert store(adapter, keys[:4], src).is_successful()
+    assert lookup(adapter, keys) == [True, True, True, True, False]
+    adapter.submit_unlock(keys)
+    dst = objects(allocator, 5)
+    assert load(adapter, keys, dst) == [True, True, True, True, False]
+    for i, (a, b) in enumerate(zip(src, dst)):
+        assert bytes(a.byte_array) == bytes(b.byte_array), keys[i]
+    assert len({bytes(o.byte_array) for o in src}) == 4
+    adapter.delete(keys[:4])
+    for o in src + dst:
+        o.ref_count_down()

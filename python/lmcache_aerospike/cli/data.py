@@ -1,5 +1,11 @@
 """One chunk at a time: put, get, rm, inspect, pin and unpin.
 
+rm and inspect also take the digest `ls` prints for a chunk stored without its key
+(send_key false, the default): 40 hex digits, the meta record's digest. The meta
+record is then found by a scan of the set, and its segments by its write id (a
+segment's key, and so its index, is derived from the chunk's key, which is not
+stored).
+
 Payloads go between files and the extension's buffers: a file is mapped, not read,
 for put; get allocates the chunk's size from stat() and the extension receives into
 that buffer, which is written out as is (binary, never decoded).
@@ -37,11 +43,13 @@ A miss prints "KEY: not found" on stderr and exits 1 (FILE is then left alone)."
     "rm": """\
 examples:
   lmcache-aerospike rm mykey otherkey
-  lmcache-aerospike ls --prefix test@ | xargs lmcache-aerospike rm""",
+  lmcache-aerospike ls --prefix test@ | xargs lmcache-aerospike rm
+  lmcache-aerospike rm 9f3c...e1a0      # a digest ls printed (a chunk without its key)""",
     "inspect": """\
 examples:
   lmcache-aerospike inspect 'Qwen/Qwen3-8B@1@0@3f2a9c@bfloat16'
   lmcache-aerospike inspect mykey --json
+  lmcache-aerospike inspect 9f3c...e1a0  # a digest ls printed: found by a scan
 
 It shows every field of the meta record, the TTL left, the pin, whether each
 segment record is present and of the meta record's write, and the CRC verdict.""",
@@ -81,10 +89,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("file", metavar="FILE", nargs="?", default="-", help="- for stdout")
 
     p = add("rm", "remove chunks (meta record, then segments)", rm)
-    p.add_argument("keys", metavar="KEY", nargs="+")
+    p.add_argument("keys", metavar="KEY", nargs="+", help="a chunk key, or the digest ls "
+                                                           "prints for a chunk without one")
 
     p = add("inspect", "take one chunk apart: meta fields, segments, CRC", inspect)
-    p.add_argument("key", metavar="KEY")
+    p.add_argument("key", metavar="KEY", help="a chunk key, or the digest ls prints for a "
+                                              "chunk without one")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
 
     for name, verb in (("pin", "never expire"), ("unpin", "expire by TTL again")):
@@ -169,11 +179,39 @@ def get(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ rm, pin
 
 
+def is_digest(text: str) -> bool:
+    """A meta record's digest as ls prints it: 40 hex digits. (An LMCache key always
+    holds "@", so none is taken for a digest.)"""
+    return len(text) == 40 and all(c in "0123456789abcdefABCDEF" for c in text)
+
+
+def by_digest(conn: _native.Connector, digests: list[str]) -> dict[str, dict[str, Any]]:
+    """{digest: its meta record's scan row, with "segment_digests": the segment
+    records of its write} for the digests found, from one scan of the set."""
+    wanted = {bytes.fromhex(d): d for d in digests}
+    rows = conn.scan(records=True)
+    metas = {wanted[r["digest"]]: r for r in rows
+             if r["kind"] == "meta" and r["digest"] in wanted}
+    for meta in metas.values():
+        meta["segment_digests"] = [r["digest"] for r in rows
+                                   if r["kind"] == "segment" and r["wid"] == meta["wid"]]
+    return metas
+
+
 def rm(args: argparse.Namespace) -> int:
     missing = []
     with connected(args) as conn:
+        digests = [k for k in args.keys if is_digest(k)]
+        found = by_digest(conn, digests) if digests else {}
         for key in args.keys:
-            if conn.remove(key):
+            if key in found:
+                # The meta record first: the chunk is a miss from then on, and a
+                # segment left behind by a failure is an orphan `repair` removes.
+                meta = found[key]
+                conn.remove_record(meta["digest"])
+                gone = sum(conn.remove_record(d) for d in meta["segment_digests"])
+                print(f"{key}: removed (meta record and {gone} segment records)")
+            elif not is_digest(key) and conn.remove(key):
                 print(f"{key}: removed")
             else:
                 missing.append(key)
@@ -213,17 +251,23 @@ CRC_VERDICTS = {
     "ok": "ok (matches the payload)",
     "mismatch": "MISMATCH: the chunk reads as a miss",
     "unchecked": "stored, not checked (a segment is unusable)",
+    "unread": "not checked (reading the payload needs the chunk's key)",
 }
 
 
 def inspect(args: argparse.Namespace) -> int:
     settings = load(args)
     with contextlib.closing(connect(settings)) as conn:
-        found = conn.inspect(args.key)
+        if is_digest(args.key):
+            found = _inspect_digest(conn, args.key)
+        else:
+            found = conn.inspect(args.key)
+            if found is not None:
+                found = {"key": args.key,
+                         "digest": logs.digest(settings.set, args.key + "|m"), **found}
+                found["readable"] = readable(found)
     if found is None:
         return not_found([args.key])
-    found = {"key": args.key, "digest": logs.digest(settings.set, args.key + "|m"), **found}
-    found["readable"] = readable(found)
     if args.json:
         output.emit_json(found)
     else:
@@ -231,10 +275,26 @@ def inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inspect_digest(conn: _native.Connector, digest: str) -> dict[str, Any] | None:
+    """What a scan tells of a chunk without its key: the meta record's fields, and
+    how many segment records of its write there are (which index each holds, and
+    the CRC, would take the key). Readable: every segment there."""
+    meta = by_digest(conn, [digest]).get(digest)
+    if meta is None:
+        return None
+    present = len(meta.pop("segment_digests"))
+    expected = meta["nseg"] if meta["nseg"] > 1 else 0
+    found = {k: v for k, v in meta.items() if k not in ("digest", "kind")}
+    found.update(key=None, digest=digest, md=None, crc="unread",
+                 segments=["ok"] * min(present, expected) + ["missing"] * max(0, expected - present),
+                 readable=present >= expected)
+    return found
+
+
 def readable(m: dict[str, Any]) -> bool:
     """Whether a get would return the chunk: every segment of this write, and the
     CRC (when stored) matching."""
-    return all(s == "ok" for s in m["segments"]) and m["crc"] in ("absent", "ok")
+    return all(s == "ok" for s in m["segments"]) and m["crc"] in ("absent", "ok", "unread")
 
 
 def _inspect_rows(m: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -245,13 +305,15 @@ def _inspect_rows(m: dict[str, Any]) -> list[tuple[str, Any]]:
               f"(the last {m['tot_b'] - (m['nseg'] - 1) * m['seg_b']})")
     crc = "none" if m["crc32"] is None else f"0x{m['crc32']:08x}"
     return [
-        ("key", m["key"]),
+        ("key", m["key"] if m["key"] is not None else "not stored (send_key false)"),
         ("digest", f"{m['digest']} (meta record)"),
         ("readable", "yes" if m["readable"] else "no: a get misses"),
         ("size", f"{m['tot_b']} bytes ({output.size(m['tot_b'])})"),
         ("layout", layout),
-        ("segments", f"{len(segs) - len(bad)} of {len(segs)} ok" + (
-            f"; {', '.join(bad)}" if bad else "") if segs else "none"),
+        ("segments", "none" if not segs else
+         f"{len(segs) - len(bad)} of {len(segs)} records of this write found (which "
+         "index each holds needs the chunk's key)" if m["key"] is None else
+         f"{len(segs) - len(bad)} of {len(segs)} ok" + (f"; {', '.join(bad)}" if bad else "")),
         ("crc32", f"{crc}: {CRC_VERDICTS.get(m['crc'], m['crc'])}"),
         ("pin", "yes" if m["pin"] else "no"),
         ("ttl", output.ttl(m["ttl"])),
@@ -260,7 +322,8 @@ def _inspect_rows(m: dict[str, Any]) -> list[tuple[str, Any]]:
         ("schema", f"version {m['ver']}"),
         ("serde", m["serde"] or "-"),
         ("ttl_class", m["ttl_class"] or "-"),
-        ("md", f"{len(m['md'])} bytes" + (f": {m['md'][:32].hex()}"
+        ("md", "not read (the chunk's key is needed)" if m["md"] is None else
+               f"{len(m['md'])} bytes" + (f": {m['md'][:32].hex()}"
                                           + ("..." if len(m["md"]) > 32 else "")
                                           if m["md"] else "")),
     ]

@@ -20,12 +20,15 @@ examples:
   lmcache-aerospike ls --model Qwen/Qwen3-8B --long
   lmcache-aerospike ls --prefix 'Qwen/Qwen3-8B@1@0@' --limit 20 --after 'Qwen/...'
   lmcache-aerospike ls --limit 0 --json | jq '.matched'
+  lmcache-aerospike ls --by-model          # chunks and bytes per model and cache salt
 
 The model is the key's text before its first "@": LMCache writes
 model@world_size@worker_id@hash@dtype (RemoteConnector, storage plugin) and
 model@kv_rank@group@hash (L2 adapters). When more chunks remain than --limit, the
 value to pass as --after for the next page is printed on stderr (and is
-"next_after" in --json).
+"next_after" in --json). The cache salt is the L2 key's fifth field, when LMCache
+gave one (native_connector_l2_adapter._object_key_to_string); LMCache's in-process
+engine hashes the salt into the chunk hash instead, so its keys show none.
 """
 
 
@@ -42,6 +45,8 @@ def register(subparsers: Any) -> None:
                                                   "last)")
     p.add_argument("-l", "--long", action="store_true",
                    help="size, records, pin, TTL and creation time too")
+    p.add_argument("--by-model", action="store_true",
+                   help="chunks and bytes per model and cache salt, instead of the chunks")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.set_defaults(func=run)
 
@@ -53,6 +58,37 @@ def model_of(key: str) -> str:
     # native_connector_l2_adapter.py:85-91), whose model_name may not hold "@"
     # (lmcache/v1/distributed/api.py:110, enforced at :143-146).
     return key.split("@", 1)[0]
+
+
+def salt_of(key: str) -> str | None:
+    """The cache salt of an L2 adapter's key (model@kv_rank as 8 hex digits@group@
+    hash@salt), or None: unsalted, or a key of the in-process engine
+    (model@world@worker@hash@dtype[@tags], whose salt is in the hash)."""
+    fields = key.split("@")
+    rank = fields[1] if len(fields) > 1 else ""
+    if len(fields) == 5 and len(rank) == 8 and all(c in "0123456789abcdef" for c in rank):
+        return fields[4]
+    return None
+
+
+def tenants(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chunks and bytes per (model, salt), largest first; chunks stored without
+    their key under model None."""
+    tally: dict[tuple, list[int]] = {}
+    for r in rows:
+        who = (None, None) if r["key"] is None else (model_of(r["key"]), salt_of(r["key"]))
+        t = tally.setdefault(who, [0, 0])
+        t[0] += 1
+        t[1] += r["tot_b"]
+    return [{"model": m, "salt": s, "chunks": n, "bytes": b}
+            for (m, s), (n, b) in sorted(tally.items(),
+                                         key=lambda kv: (-kv[1][1], str(kv[0])))]
+
+
+def tenant_lines(rows: list[dict[str, Any]]) -> list[str]:
+    return [f"{'(no key stored)' if t['model'] is None else t['model']}"
+            f"{'' if t['salt'] is None else ' salt ' + t['salt']}\t{t['chunks']} chunks\t"
+            f"{t['bytes']} bytes ({output.size(t['bytes'])})" for t in tenants(rows)]
 
 
 def name_of(row: dict[str, Any]) -> str:
@@ -84,6 +120,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--limit {args.limit}: expected 0 or more")
     with contextlib.closing(connect(load(args))) as conn:
         rows = chunks(conn, args.prefix, args.model)
+    if args.by_model:
+        if args.json:
+            output.emit_json({"matched": len(rows), "tenants": tenants(rows)})
+        else:
+            print("\n".join(tenant_lines(rows)) if rows else "no chunks")
+        return 0
     if args.after is not None:
         rows = [r for r in rows if name_of(r) > args.after]
     page = rows[:args.limit]

@@ -1,6 +1,7 @@
-"""`stats`: what the set holds (a scan of its meta records), how full the namespace
-is (its info), what NSUP has evicted and expired on each node, and about how many
-more chunks fit before it stops writes."""
+"""`stats`: what the set holds (a scan of its meta records; per model and cache salt
+too, as `ls --by-model`), how full the namespace is (its info), what NSUP has
+evicted and expired on each node, and about how many more chunks fit before it
+stops writes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import contextlib
 import statistics
 from typing import Any
 
-from lmcache_aerospike.cli import output, server
+from lmcache_aerospike.cli import ls, output, server
 from lmcache_aerospike.cli.settings import connect, load, options
 
 MARGIN = 64 * 1024  # room per record besides its payload (DESIGN.md, LMCA_RECORD_MARGIN)
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         "namespace": settings.namespace, "set": settings.set,
         "chunks": len(rows), "bytes": sum(sizes), "pinned": sum(bool(r["pin"]) for r in rows),
         "records": sum(r["nseg"] + (r["nseg"] > 1) for r in rows),
+        "tenants": ls.tenants(rows),
         "capacity": [v.as_dict() for v in views],
         "estimate": estimate(views, chunk, cost, args.chunk_size is not None, bool(sizes)),
     }
@@ -113,6 +115,10 @@ def _print(r: dict[str, Any]) -> None:
         ("chunks", f"{r['chunks']} ({r['pinned']} pinned), {r['records']} records"),
         ("bytes", f"{r['bytes']} ({output.size(r['bytes'])})"),
     ]
+    for t in r["tenants"]:
+        who = ("chunks without their key" if t["model"] is None else
+               f"model {t['model']}" + ("" if t["salt"] is None else f", salt {t['salt']}"))
+        lines.append((who, f"{t['chunks']} chunks, {output.size(t['bytes'])}"))
     for v in r["capacity"]:
         lines.append((f"node {v['node']}", f"{output.size(v['used_bytes'])} of "
                       f"{output.size(v['total_bytes'])} used ({_pct(v['used_pct'])}), "
