@@ -33,6 +33,7 @@ import time
 import uuid
 
 import l2run  # bench/l2run.py: runs `lmcache bench l2` and reads its report
+from lmcache_aerospike import mp_server  # our two adapters' --l2-adapter JSON
 import side_by_side_report as report
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -53,14 +54,9 @@ class Unavailable(Exception):
 def spec(name, ctx, setname):
     """The --l2-adapter JSON of `name`. Every adapter gets 8 I/O workers (LMCache's
     default) and the same TTL, so only the code paths differ."""
-    ours = {"hosts": ctx["hosts"], "namespace": ctx["namespace"], "set": setname,
-            "default_ttl_seconds": 600, "num_workers": 8}
-    if name == "plugin":
-        return {"type": "plugin", "module_path": "lmcache_aerospike.l2",
-                "class_name": "AerospikeL2Adapter", "adapter_params": ours}
-    if name == "native_plugin":
-        return {"type": "native_plugin", "module_path": "lmcache_aerospike._native",
-                "class_name": "Connector", "adapter_params": ours}
+    if name in mp_server.ADAPTERS:  # plugin, native_plugin
+        return mp_server.spec(name, ctx["hosts"], setname, namespace=ctx["namespace"],
+                              default_ttl_seconds=600, num_workers=8)
     if name == "aerospike":  # keys: lmcache/v1/distributed/l2_adapters/aerospike_l2_adapter.py
         return {"type": "aerospike", "hosts": ctx["hosts"], "namespace": ctx["namespace"],
                 "set_name": setname, "default_ttl_seconds": 600, "num_workers": 8}

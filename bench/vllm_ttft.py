@@ -38,6 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import side_by_side  # noqa: E402  (starts redis-server as bench/side_by_side.py does)
+from cache_backends import truncate  # noqa: E402
 from lmcache_aerospike import _native, mp_server, vllm_run  # noqa: E402
 
 TIERS = ("inprocess", "server", "resp", "recompute")
@@ -50,8 +51,7 @@ def parse_args(argv=None):
     p.add_argument("--hosts", default=os.environ.get("AEROSPIKE_TEST_HOSTS"),
                    help="Aerospike seeds (default $AEROSPIKE_TEST_HOSTS)")
     p.add_argument("--namespace", default="lmcache")
-    p.add_argument("--lengths", default="1024,4096,16384",
-                   type=lambda s: [int(x) for x in s.split(",")])
+    p.add_argument("--lengths", default="1024,4096,16384", type=vllm_run.lengths_arg)
     p.add_argument("--per-length", type=int, default=3, help="prompts per length (3)")
     p.add_argument("--tiers", default=",".join(TIERS),
                    type=lambda s: [t for t in s.split(",") if t])
@@ -121,8 +121,7 @@ def wait_idle(server):
 def clear(hosts, namespace, setname):
     c = _native.Connector(hosts=hosts, namespace=namespace, set=setname)
     try:
-        for rec in c.scan(records=True):
-            c.remove_record(rec["digest"])
+        truncate(c, namespace, setname)
     finally:
         c.close()
 

@@ -250,7 +250,7 @@ def main(argv: Optional[list[str]] = None) -> None:
         config_file = Path(args.out).with_suffix(".lmcache.yaml")
         config_file.write_text(yaml.safe_dump(lmcache_config(
             args.surface, args.hosts, args.namespace, args.set, args.chunk_size,
-            json.loads(args.settings_json))))
+            args.settings_json)))
     os.environ.update(environment(args.surface, config_file))
     code = 0
     try:
@@ -278,14 +278,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="directory of the tiny model, written when missing (default: "
                         "lmcache-aerospike-tiny-llama-SEED in the temporary directory)")
     p.add_argument("--prompts", type=int, default=1, help="prompts of each length (1)")
-    p.add_argument("--prompt-tokens", type=_lengths, default=[PROMPT_TOKENS],
+    p.add_argument("--prompt-tokens", type=lengths_arg, default=[PROMPT_TOKENS],
                    help="a length or a comma-separated list of them; 4 chunks and a "
                         "tail by default: see the module's docstring")
     p.add_argument("--warmup", action="store_true",
                    help="generate a short prompt of its own first")
     p.add_argument("--wait", choices=WAITS, default="aerospike",
                    help="wait for each prompt's chunks in the set (default), or not")
-    p.add_argument("--settings-json", default="{}",
+    p.add_argument("--settings-json", type=_settings_arg, default={},
                    help="more of our settings for the in-process surfaces, as JSON")
     p.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
     p.add_argument("--chunk-size", type=int, default=CHUNK_SIZE,
@@ -297,7 +297,8 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _lengths(text: str) -> list[int]:
+def lengths_arg(text: str) -> list[int]:
+    """"1024,4096": prompt lengths (argparse type; bench/vllm_ttft.py uses it too)."""
     try:
         lengths = [int(x) for x in text.split(",")]
     except ValueError:
@@ -305,6 +306,16 @@ def _lengths(text: str) -> list[int]:
     if not lengths or min(lengths) < 1:
         raise argparse.ArgumentTypeError(f"expected positive token counts, got {text!r}")
     return lengths
+
+
+def _settings_arg(text: str) -> dict:
+    try:
+        settings = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not JSON ({e}): {text!r}") from None
+    if not isinstance(settings, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object of settings, got {text!r}")
+    return settings
 
 
 def _log_to(path: Path) -> None:
@@ -346,11 +357,12 @@ def _generate(args: argparse.Namespace, model: Path) -> dict:
     waiting = args.surface != "none" and args.wait == "aerospike"
     store = _native.Connector(hosts=args.hosts, namespace=args.namespace,
                               set=args.set) if waiting else None
-    prompts, stored = [], 0
+    prompts, stored, no_chunks = [], 0, ([], 0)
     try:
-        had = _chunks(store) if store else ((), 0)
+        # The set's chunks (keys of those stored with one, count of the rest): at
+        # the start, and after each prompt, which is the next one's before.
+        before = had = store.list_keys() if store else no_chunks
         for i, length in enumerate(n for n in lengths for _ in range(args.prompts)):
-            before = _chunks(store) if store else ((), 0)
             counters = _counters(llm)
             t0 = time.perf_counter()
             out = llm.generate([{"prompt_token_ids": prompt(i, length, args.seed)}],
@@ -362,12 +374,12 @@ def _generate(args: argparse.Namespace, model: Path) -> dict:
             # computes, may end a chunk the tier had).
             taken = -(-counted["external_hits"] // args.chunk_size)
             stored += max(0, length // args.chunk_size - taken)
-            after = _wait_for_chunks(store, had, stored) if store else ((), 0)
-            report = _report(out, generate_s, counted, sorted(set(after[0]) - set(before[0])),
-                             length // args.chunk_size)
-            report["new_chunks"] = (len(report["new_keys"]) + max(0, after[1] - before[1])
-                                    if store else None)
-            prompts.append(report)
+            after = _wait_for_chunks(store, had, stored) if store else no_chunks
+            new_keys = sorted(set(after[0]) - set(before[0]))
+            new_chunks = len(new_keys) + max(0, after[1] - before[1]) if store else None
+            prompts.append(_report(out, generate_s, counted, new_keys, new_chunks,
+                                   length // args.chunk_size))
+            before = after
     finally:
         if store:
             store.close()
@@ -388,7 +400,7 @@ def _step_tokens(lengths: list[int], chunk_size: int) -> Optional[int]:
 
 
 def _report(out: Any, generate_s: float, counters: dict, new_keys: list[str],
-            full_chunks: int) -> dict:
+            new_chunks: Optional[int], full_chunks: int) -> dict:
     completion = out.outputs[0]
     ids = list(completion.token_ids)
     metrics = getattr(out, "metrics", None)
@@ -397,7 +409,8 @@ def _report(out: Any, generate_s: float, counters: dict, new_keys: list[str],
             "logprobs": [step[t].logprob for step, t in zip(completion.logprobs, ids)],
             "num_cached_tokens": out.num_cached_tokens, "generate_s": generate_s,
             "ttft_s": getattr(metrics, "first_token_latency", None),
-            "prefix_cache": counters, "new_keys": new_keys, "full_chunks": full_chunks}
+            "prefix_cache": counters, "new_keys": new_keys, "new_chunks": new_chunks,
+            "full_chunks": full_chunks}
 
 
 # vLLM's counters of prefix-cache lookups (vllm/v1/metrics/loggers.py:660-710):
@@ -416,16 +429,11 @@ def _counters(llm: Any, since: Optional[dict] = None) -> dict:
     return {k: v - (since or {}).get(k, 0) for k, v in now.items()}
 
 
-def _chunks(store: Any) -> tuple[list[str], int]:
-    """The set's chunks: the keys of those stored with one, and the count of the rest."""
-    return store.list_keys()
-
-
 def _wait_for_chunks(store: Any, had: tuple, count: int) -> tuple[list[str], int]:
     """Waits until the set holds `count` chunks more than `had`; its chunks then."""
     deadline = time.monotonic() + STORE_TIMEOUT_S
     while True:
-        named, unnamed = _chunks(store)
+        named, unnamed = store.list_keys()
         new = len(set(named) - set(had[0])) + max(0, unnamed - had[1])
         if new >= count:
             return named, unnamed
