@@ -196,3 +196,13 @@ def test_inspect_takes_the_digest_ls_prints(cli, keyless, planter, three_segment
     doc = json.loads(cli("inspect", digest, "--json").out)
     assert doc["segments"] == ["ok", "ok", "missing"] and doc["readable"] is False
     assert cli("inspect", "f" * 40).code == 1
+
+
+def test_a_key_of_forty_hex_digits_is_still_a_key(cli, engine):
+    key = "ab" * 20  # the shape of a digest, but no digest of this set
+    engine.put(key, b"payload")
+    doc = json.loads(cli("inspect", key, "--json").out)
+    assert doc["key"] == key and doc["tot_b"] == 7
+    ran = cli("rm", key)
+    assert ran.code == 0 and ran.text.strip() == f"{key}: removed"
+    assert not engine.exists(key)

@@ -181,7 +181,7 @@ def get(args: argparse.Namespace) -> int:
 
 def is_digest(text: str) -> bool:
     """A meta record's digest as ls prints it: 40 hex digits. (An LMCache key always
-    holds "@", so none is taken for a digest.)"""
+    holds "@"; a key of 40 hex digits that is no digest is then tried as a key.)"""
     return len(text) == 40 and all(c in "0123456789abcdefABCDEF" for c in text)
 
 
@@ -211,7 +211,7 @@ def rm(args: argparse.Namespace) -> int:
                 conn.remove_record(meta["digest"])
                 gone = sum(conn.remove_record(d) for d in meta["segment_digests"])
                 print(f"{key}: removed (meta record and {gone} segment records)")
-            elif not is_digest(key) and conn.remove(key):
+            elif conn.remove(key):  # a key (even one of 40 hex digits)
                 print(f"{key}: removed")
             else:
                 missing.append(key)
@@ -258,9 +258,8 @@ CRC_VERDICTS = {
 def inspect(args: argparse.Namespace) -> int:
     settings = load(args)
     with contextlib.closing(connect(settings)) as conn:
-        if is_digest(args.key):
-            found = _inspect_digest(conn, args.key)
-        else:
+        found = _inspect_digest(conn, args.key) if is_digest(args.key) else None
+        if found is None:  # a key (even one of 40 hex digits)
             found = conn.inspect(args.key)
             if found is not None:
                 found = {"key": args.key,
