@@ -306,3 +306,45 @@ def test_operations_are_opentelemetry_instruments(aerospike_hosts, allocator):
         src[0].ref_count_down()
     finally:
         a.close()
+
+
+
+def test_a_touch_a_full_namespace_refuses_is_not_logged(aerospike_hosts, fixture_only):
+    """Another error is logged (which shows the touch ran and the log is seen);
+    stop-writes is not: the chunk keeps its TTL, and it stays readable."""
+    import logging
+
+    a = build(plugin_spec(aerospike_hosts))
+    logged = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: logged.append(record.getMessage())
+    log = logging.getLogger("lmcache_aerospike")
+    log.addHandler(handler)
+    writer = _native.Connector(hosts=aerospike_hosts, set="lmca_lmcache")
+    try:
+        keys = object_keys(1)
+        name = _object_key_to_string(keys[0])
+        writer.put(name, bytearray(1000))
+        # Result 4 (a parameter error) on writes: that refusal is worth a warning.
+        assert info(fixture_only, "fixture-fault:kind=result;code=4;op=write") == "ok"
+        started = time.monotonic()
+        a.submit_touch(keys)
+        while not logged:
+            assert time.monotonic() - started < 10, "the refused touch was never logged"
+            time.sleep(0.02)
+        took = time.monotonic() - started
+        assert "touching 1 chunks" in logged[0], logged
+        # Result 8 (stop-writes) on writes: refused, and not logged.
+        info(fixture_only, "fixture-clear-faults")
+        assert info(fixture_only, "fixture-fault:kind=result;code=8;op=write") == "ok"
+        logged.clear()
+        a.submit_touch(keys)
+        time.sleep(3 * took + 0.5)
+        assert logged == [], logged
+        info(fixture_only, "fixture-clear-faults")
+        assert writer.exists(name)
+    finally:
+        info(fixture_only, "fixture-clear-faults")
+        log.removeHandler(handler)
+        writer.close()
+        a.close()
