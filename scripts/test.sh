@@ -8,6 +8,7 @@
 #   - pytest (tests/), when pytest is installed (scripts/bootstrap.sh installs it);
 #   - the LMCache-driven tests again on the next LMCache, in .venv-lmcache-next;
 #   - the vLLM end-to-end tests (tests/vllm) in .venv-vllm;
+#   - the SGLang HiCache tests (tests/sglang) in .venv-sglang;
 #   - the wheels: scripts/wheels.sh builds them, tests/wheels installs each one
 #     into a fresh venv of its Python and uses it.
 # The C tests talk to AEROSPIKE_TEST_HOSTS when it is set (a real server set up as
@@ -106,8 +107,9 @@ pytest_tally() {
 }
 
 if "$py" -c 'import pytest' 2>/dev/null; then
-    # vLLM has a venv of its own, and the wheels must be built first: below.
-    targets=(tests --ignore=tests/vllm --ignore=tests/wheels)
+    # vLLM and SGLang have venvs of their own, and the wheels must be built first:
+    # below.
+    targets=(tests --ignore=tests/vllm --ignore=tests/sglang --ignore=tests/wheels)
     pytest_tally "$py" "$py"
     # The extension again, built with ASan+UBSan and run with CPython's own
     # allocator off, so that LeakSanitizer sees every block it allocates.
@@ -159,6 +161,15 @@ if [ -x .venv-vllm/bin/python ]; then
     pytest_tally "vLLM, in .venv-vllm" .venv-vllm/bin/python
 else
     echo "no .venv-vllm: the vLLM end-to-end tests cannot run (scripts/bootstrap.sh makes it)" >&2
+    failed=$((failed + 1))
+fi
+
+# SGLang's HiCache with our backend (tests/sglang), in the venv that holds sglang.
+if [ -x .venv-sglang/bin/python ]; then
+    targets=(tests/sglang)
+    pytest_tally "SGLang HiCache, in .venv-sglang" .venv-sglang/bin/python
+else
+    echo "no .venv-sglang: the SGLang tests cannot run (scripts/bootstrap.sh makes it)" >&2
     failed=$((failed + 1))
 fi
 
