@@ -112,3 +112,24 @@ def test_the_writer_rank_rule_comes_from_sglangs_config(aerospike_hosts, control
     c.backup(tokens, hashes)
     assert all("@mla@" in name for name in c.backend._names(hashes))
     assert c.backend.batch_exists(hashes) == 2
+
+
+def test_the_readmes_extra_config_works_as_written(aerospike_hosts, controllers):
+    """The README's --hicache-storage-backend-extra-config, its seed hosts and set
+    pointed at this test's."""
+    import json
+    import pathlib
+    import re
+
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (text,) = re.findall(r"--hicache-storage-backend-extra-config '(\{.*?\})'", readme, re.S)
+    config = dict(json.loads(text), hosts=aerospike_hosts, set=setname(),
+                  default_ttl_seconds=600)
+    assert config["module_path"] == "lmcache_aerospike.hicache" and config["interface_v1"]
+    first = controllers(host_pool("page_first"), config)
+    tokens, hashes = pages(3)
+    at, _ = first.backup(tokens, hashes)
+    second = controllers(host_pool("page_first"), config)
+    hit, to, loaded = second.prefetch(tokens)
+    assert hit == loaded == 3 * PAGE
+    assert page_bytes(second.host, to, 3) == page_bytes(first.host, at, 3)
