@@ -19,7 +19,7 @@ Facts of sglang 0.5.23 this rests on (python/sglang/srt/...):
   `on_host_pools_registered()` (managers/cache_controller.py:614-619).
 - The controller uses the zero-copy calls `batch_get_v1` / `batch_set_v1` (keys
   and host-pool indices) only when the extra config has a true `interface_v1`
-  (cache_controller.py:647-666); without it, it copies pages through
+  (cache_controller.py:650-667); without it, it copies pages through
   `batch_get` / `batch_set` (:1130-1153, :1403-1408). `batch_exists` gives the
   leading run of stored pages (:1308-1330); batches are at most 128 pages
   (mem_cache/hicache_storage.py:24).
@@ -42,7 +42,7 @@ The model is SGLang's storage model name ("@" written "%40"); the layout and
 dtype name the page's byte order; the shard is tp<rank>of<size> (with
 tp_lcm_size and split heads, the head group's rank in the lcm), "mla" for
 rank-replicated MLA KV, and pp/cp coordinates as SGLang's own `file` backend
-keys them (hicache_storage.py:742-775). So `lmcache-aerospike ls --model`,
+keys them (hicache_storage.py:745-771). So `lmcache-aerospike ls --model`,
 `inspect` and `rm` find the pages, and two deployments share pages exactly when
 their bytes are interchangeable.
 
@@ -116,7 +116,7 @@ class AerospikeHiCacheStorage(HiCacheStorage):
                                        if k not in SGLANG_KEYS}, where=WHERE)
         if storage_config.dcp_size > 1:
             # SGLang refuses it before building a dynamic backend
-            # (cache_controller.py:559-562); a direct caller is told the same.
+            # (cache_controller.py:560-563); a direct caller is told the same.
             raise _error(f"config dcp_size={storage_config.dcp_size}: decode context "
                          "parallelism is not supported (SGLang allows it with its file "
                          "and Mooncake backends only)")
@@ -463,7 +463,7 @@ class AerospikeHiCacheStorage(HiCacheStorage):
         return True
 
     def close(self) -> None:
-        """Idempotent. SGLang calls it on detach (cache_controller.py:704-713)."""
+        """Idempotent. SGLang calls it on detach (cache_controller.py:727-733)."""
         if self._closed:
             return
         self._closed = True

@@ -2,14 +2,14 @@
 runtime config (ServerArgs), a one-rank gloo group, its device KV pools and host
 pools (MHA and MLA, every host layout), its storage config, its backend factory
 and its HybridCacheController, the controller SGLang 0.5.23 builds for every
-model with one KV pool (mem_cache/hybrid_cache/hybrid_pool_assembler.py:525-566).
+model with one KV pool (mem_cache/hybrid_cache/hybrid_pool_assembler.py:524-566).
 Tests drive SGLang's classes, so they check what SGLang actually calls.
 
 Two departures from a GPU server, both SGLang's own options: host pools are
 built with pin_memory=False (pinning registers the pool with cudaHostRegister,
 which needs an NVIDIA driver: pool_host/common.py:347-349), and the tests stand
 in for the scheduler thread where a prefetch needs host memory allocated
-(unified_radix_cache.py:3145-3150 does it there).
+(unified_radix_cache.py:3146-3150 does it there).
 """
 
 from __future__ import annotations
