@@ -155,23 +155,22 @@ else
     failed=$((failed + 1))
 fi
 
-# vLLM end to end (tests/vllm), in the venv that holds vLLM (scripts/bootstrap.sh).
-if [ -x .venv-vllm/bin/python ]; then
-    targets=(tests/vllm)
-    pytest_tally "vLLM, in .venv-vllm" .venv-vllm/bin/python
-else
-    echo "no .venv-vllm: the vLLM end-to-end tests cannot run (scripts/bootstrap.sh makes it)" >&2
-    failed=$((failed + 1))
-fi
-
-# SGLang's HiCache with our backend (tests/sglang), in the venv that holds sglang.
-if [ -x .venv-sglang/bin/python ]; then
-    targets=(tests/sglang)
-    pytest_tally "SGLang HiCache, in .venv-sglang" .venv-sglang/bin/python
-else
-    echo "no .venv-sglang: the SGLang tests cannot run (scripts/bootstrap.sh makes it)" >&2
-    failed=$((failed + 1))
-fi
+# Runs pytest on the targets after the label and the venv, in that venv (one that
+# holds an inference engine, which scripts/bootstrap.sh makes); a missing venv fails.
+venv_tally() {
+    local label=$1 venv=$2
+    shift 2
+    if [ -x "$venv/bin/python" ]; then
+        targets=("$@")
+        pytest_tally "$label, in $venv" "$venv/bin/python"
+    else
+        echo "no $venv: the $label tests cannot run (scripts/bootstrap.sh makes it)" >&2
+        failed=$((failed + 1))
+    fi
+}
+# vLLM end to end, and SGLang's HiCache with our backend.
+venv_tally vLLM .venv-vllm tests/vllm
+venv_tally "SGLang HiCache" .venv-sglang tests/sglang
 
 # The wheels and the sdist (scripts/wheels.sh), each wheel installed and used.
 echo "== wheels"

@@ -126,7 +126,7 @@ class AerospikeHiCacheStorage(HiCacheStorage):
         self.metrics = metrics.prometheus(settings.metrics)
         self._layout: Optional[_Layout] = None
         self._stats_lock = threading.Lock()
-        self._pages: dict[str, list] = {"prefetch": [], "backup": []}
+        self._pgs: dict[str, list] = {"prefetch": [], "backup": []}
         self._gbps: dict[str, list] = {"prefetch": [], "backup": []}
         self._closed = False
         self._engine = client.acquire(settings)
@@ -306,7 +306,7 @@ class AerospikeHiCacheStorage(HiCacheStorage):
             return
         seconds = max(time.perf_counter() - started, 1e-9)
         with self._stats_lock:
-            self._pages[kind].append(pages)
+            self._pgs[kind].append(pages)
             self._gbps[kind].append(nbytes / seconds / (1 << 30))
 
     # -- zero-copy calls (interface_v1) --------------------------------------------
@@ -314,41 +314,39 @@ class AerospikeHiCacheStorage(HiCacheStorage):
     def batch_get_v1(self, keys: List[str], host_indices: torch.Tensor,
                      extra_info: Any = None) -> List[bool]:
         """Reads pages straight into the host pool at `host_indices`."""
-        if not keys:
-            return []
-        started = time.perf_counter()
-        try:
-            names, views = self._regions(keys, host_indices)
-        except ValueError as e:
-            logger.warning("aerospike HiCache: batch_get_v1 of %d pages: %s", len(keys), e)
-            return [False] * len(keys)
-        with self.metrics.timed("batched_get") as t:
-            got = _page_ok(self._call("submit_batch_get", names, views), len(keys),
-                           len(names) // len(keys))
-            t.results = ["hit" if g else "miss" for g in got]
-        self._record("prefetch", sum(got), sum(v.nbytes for v in views), started)
-        return got
+        return self._pages("prefetch", keys, host_indices,
+                           lambda names, views: self._call("submit_batch_get", names, views))
 
     def batch_set_v1(self, keys: List[str], host_indices: torch.Tensor,
                      extra_info: Any = None) -> List[bool]:
         """Writes pages straight from the host pool at `host_indices`."""
-        if not keys:
-            return []
-        if not self.config.is_storage_writer:
+        if keys and not self.config.is_storage_writer:
             # MLA's pages are shared by every TP rank and written by one; SGLang
             # skips the others' backups itself (cache_controller.py:744-746).
             return [True] * len(keys)
+        return self._pages("backup", keys, host_indices, self._store)
+
+    # What a prefetch and a backup are in the metrics: op, and the labels of a page
+    # that succeeded and of one that did not.
+    _OPS = {"prefetch": ("batched_get", "hit", "miss"), "backup": ("batched_put", "ok", "error")}
+
+    def _pages(self, kind: str, keys: List[str], host_indices: torch.Tensor,
+               io: Any) -> List[bool]:
+        """Per page, whether `io(names, views)` succeeded for all of its regions."""
+        if not keys:
+            return []
         started = time.perf_counter()
         try:
             names, views = self._regions(keys, host_indices)
         except ValueError as e:
-            logger.warning("aerospike HiCache: batch_set_v1 of %d pages: %s", len(keys), e)
+            logger.warning("aerospike HiCache: %s of %d pages: %s", kind, len(keys), e)
             return [False] * len(keys)
-        with self.metrics.timed("batched_put") as t:
-            stored = _page_ok(self._store(names, views), len(keys), len(names) // len(keys))
-            t.results = ["ok" if s else "error" for s in stored]
-        self._record("backup", sum(stored), sum(v.nbytes for v in views), started)
-        return stored
+        op, yes, no = self._OPS[kind]
+        with self.metrics.timed(op) as t:
+            done = _page_ok(io(names, views), len(keys), len(names) // len(keys))
+            t.results = [yes if d else no for d in done]
+        self._record(kind, sum(done), sum(v.nbytes for v in views), started)
+        return done
 
     # -- lookups -------------------------------------------------------------------
 
@@ -437,11 +435,11 @@ class AerospikeHiCacheStorage(HiCacheStorage):
 
         stats = StorageMetrics()
         with self._stats_lock:
-            stats.prefetch_pgs.extend(self._pages["prefetch"])
-            stats.backup_pgs.extend(self._pages["backup"])
+            stats.prefetch_pgs.extend(self._pgs["prefetch"])
+            stats.backup_pgs.extend(self._pgs["backup"])
             stats.prefetch_bandwidth.extend(self._gbps["prefetch"])
             stats.backup_bandwidth.extend(self._gbps["backup"])
-            for lists in (self._pages, self._gbps):
+            for lists in (self._pgs, self._gbps):
                 for v in lists.values():
                     v.clear()
         stats.engine = {} if self.native.closed else self.native.stats()

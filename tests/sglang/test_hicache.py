@@ -205,7 +205,7 @@ def test_wrong_indices_fail_the_batch_without_io(make, caplog):
         assert b.batch_get_v1(keys, pool.alloc(PAGE)) == [False, False]
         assert b.batch_set_v1(keys, pool.alloc(3 * PAGE)) == [False, False]
     assert b.native.stats()["submitted"] == before
-    assert "16 host indices for 2 pages of 16 tokens" in caplog.text
+    assert "prefetch of 2 pages: 16 host indices for 2 pages of 16 tokens" in caplog.text
 
 
 def test_a_region_outside_the_pool_is_refused(make):
