@@ -79,8 +79,12 @@ KV_POOL = "kv"  # PoolName.KV (hicache_storage.py:88): the pool v1 serves
 
 
 def _memoryview(tensor: torch.Tensor) -> memoryview:
-    """A flat, writable byte view of a contiguous CPU tensor's memory."""
-    return memoryview(tensor.reshape(-1).view(torch.uint8).numpy())
+    """A flat, writable byte view of a contiguous CPU tensor's own memory (never of
+    a copy: a read into a copy would be lost)."""
+    if tensor.device.type != "cpu" or not tensor.is_contiguous():
+        raise ValueError(f"a {tensor.device.type} tensor of strides {tensor.stride()}: "
+                         "expected contiguous CPU memory")
+    return memoryview(tensor.view(-1).view(torch.uint8).numpy())
 
 
 def _page_ok(results: Sequence[bool], n_pages: int, parts: int) -> List[bool]:
@@ -184,12 +188,11 @@ class AerospikeHiCacheStorage(HiCacheStorage):
         for t in tensors:
             if t is None:
                 continue
-            if t.device.type != "cpu" or not t.is_contiguous():
-                raise _error(f"config hicache host pool: a {t.device.type} "
-                             f"{'contiguous' if t.is_contiguous() else 'strided'} buffer; "
-                             "the backend reads and writes contiguous host memory")
-            buffers.append(_Buffer(t.data_ptr(), t.numel() * t.element_size(),
-                                   _memoryview(t)))
+            try:
+                view = _memoryview(t)
+            except ValueError as e:
+                raise _error(f"config hicache host pool {type(pool).__name__}: {e}") from None
+            buffers.append(_Buffer(t.data_ptr(), view.nbytes, view))
         if not buffers:
             raise _error(f"config hicache host pool {type(pool).__name__}: no host KV "
                          "buffer (a logical anchor pool needs HiCache's v2 calls, which "
@@ -382,10 +385,16 @@ class AerospikeHiCacheStorage(HiCacheStorage):
         names = self._names(keys, flat=True)
         targets = list(target_locations) if target_locations is not None else \
             [self._allocate(n) for n in names]
-        live = [i for i, t in enumerate(targets) if t is not None]
+        views = {}
+        for i, target in enumerate(targets):
+            try:
+                views[i] = _memoryview(target) if target is not None else None
+            except ValueError as e:
+                logger.warning("aerospike HiCache: batch_get target %d: %s", i, e)
+        live = [i for i, v in views.items() if v is not None]
         with self.metrics.timed("batched_get") as t:
             got = self._call("submit_batch_get", [names[i] for i in live],
-                             [_memoryview(targets[i]) for i in live]) if live else []
+                             [views[i] for i in live]) if live else []
             out: List[Optional[torch.Tensor]] = [None] * len(keys)
             for i, hit in zip(live, got):
                 out[i] = targets[i] if hit else None

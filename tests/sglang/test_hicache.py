@@ -420,3 +420,15 @@ def test_ls_and_inspect_show_the_pages(make, aerospike_hosts):
     assert f"{MODEL}\t4 chunks" in run("ls", "--by-model")
     shown = run("inspect", listed[0])
     assert str(PAGE * 2 * 2 * 64 * 2) in shown  # a K region: tokens, layers, heads, dim, bf16
+
+
+def test_a_strided_target_is_a_miss_not_a_lost_read(make):
+    """A read into a copy of a strided tensor would vanish: such a target is refused."""
+    b, pool = make(v1=False)
+    _, keys = pages(1)
+    at = pool.alloc(PAGE)
+    page = pool.get_data_page(int(at[0]))
+    assert b.batch_set(keys, [page])
+    strided = torch.empty(page.numel() * 2, dtype=page.dtype)[::2]
+    assert b.batch_get(keys, [strided]) == [None]
+    assert b.batch_get(keys, [torch.empty_like(page)])[0] is not None
