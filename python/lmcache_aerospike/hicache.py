@@ -323,7 +323,7 @@ class AerospikeHiCacheStorage(HiCacheStorage):
     def batch_set_v1(self, keys: List[str], host_indices: torch.Tensor,
                      extra_info: Any = None) -> List[bool]:
         """Writes pages straight from the host pool at `host_indices`."""
-        if keys and not self.config.is_storage_writer:
+        if not self.config.is_storage_writer:
             # MLA's pages are shared by every TP rank and written by one; SGLang
             # skips the others' backups itself (cache_controller.py:744-746).
             return [True] * len(keys)
@@ -419,7 +419,7 @@ class AerospikeHiCacheStorage(HiCacheStorage):
                   target_locations: Optional[Any] = None,
                   target_sizes: Optional[Any] = None) -> bool:
         """Stores each flat page as one chunk; True when every page is stored."""
-        if not keys:
+        if not keys or not self.config.is_storage_writer:  # as batch_set_v1
             return True
         if values is None or len(values) != len(keys):
             return False

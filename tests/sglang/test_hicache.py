@@ -250,7 +250,11 @@ def test_only_the_mla_writer_rank_writes(make):
     pages; another rank's store is a no-op that reports success."""
     b, pool = make(mla=True, tp_rank=1, tp_size=2)
     _, keys = pages(2)
-    assert b.batch_set_v1(keys, pool.alloc(2 * PAGE)) == [True, True]
+    at = pool.alloc(2 * PAGE)
+    assert b.batch_set_v1(keys, at) == [True, True]
+    assert b.batch_set(keys, [pool.get_data_page(int(at[i * PAGE])) for i in (0, 1)])
+    assert b.batch_exists(keys) == 0
+    b.zero_copy = False  # the copy path's records: none either
     assert b.batch_exists(keys) == 0
 
 
