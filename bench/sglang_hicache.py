@@ -15,6 +15,8 @@ written by the matching backup function. Rows:
   aerospike-copy   ours without interface_v1 (SGLang's copy path), for reference
   file             HiCacheFile in a directory (--file-dir; its files stay in the page
                    cache between rounds, so it reads from memory, not a disk)
+  file-cold        the same files, the page cache dropped before each round
+                   (/proc/sys/vm/drop_caches, root only): what a read from the disk costs
 
 The host pool is SGLang's MHATokenToKVPoolHost (pin_memory off: no GPU here) with
 the geometry given (default: page 64 tokens, 16 layers, 8 KV heads of 128, bf16:
@@ -60,7 +62,11 @@ def parse_args(argv=None):
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--layout", default="page_first",
                    choices=["page_first", "page_first_direct", "layer_first", "page_head"])
-    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--rounds", type=int, default=9)
+    p.add_argument("--backends", default="aerospike,aerospike-copy,file,file-cold",
+                   type=lambda text: [b for b in text.split(",") if b],
+                   help="rows to run, of aerospike, aerospike-copy, file and file-cold "
+                        "(file: the baseline of 'x file', so always run)")
     p.add_argument("--file-dir", type=Path, help="the file backend's directory "
                                                  "(default: a new one under /tmp, removed after)")
     p.add_argument("--json", type=Path, help="write the results here too")
@@ -103,8 +109,9 @@ def config(extra: dict) -> HiCacheStorageConfig:
 class Row:
     """One backend as SGLang's controller drives it."""
 
-    def __init__(self, name: str, kind: str, extra: dict, pool, zero_copy: bool) -> None:
-        self.name, self.zero_copy = name, zero_copy
+    def __init__(self, name: str, kind: str, extra: dict, pool, zero_copy: bool,
+                 cold: bool = False) -> None:
+        self.name, self.zero_copy, self.cold = name, zero_copy, cold
         self.backend = StorageBackendFactory.create_backend(kind, config(extra), pool)
         self.backend.register_mem_pool_host(pool)
         self.ctl = types.SimpleNamespace(storage_backend=self.backend, storage_host_pool=pool,
@@ -119,6 +126,9 @@ class Row:
         return time.perf_counter() - started
 
     def round(self, hashes, indices) -> None:
+        if self.cold:  # the files' pages leave memory; the next reads go to the disk
+            os.sync()
+            Path("/proc/sys/vm/drop_caches").write_text("1")
         started = time.perf_counter()
         found = self.backend.batch_exists(hashes)
         self.times["batch_exists"].append(time.perf_counter() - started)
@@ -136,9 +146,13 @@ class Row:
             close()
 
 
-def page_bytes(pool, indices, n) -> list[bytes]:
-    return [pool.get_data_page(int(indices[i * pool.page_size])).contiguous()
-            .view(torch.uint8).numpy().tobytes() for i in range(n)]
+def same_pages(pool, at, to, n) -> bool:
+    """Whether the pages at `to` hold the bytes of those at `at`, compared in the pool
+    (views, no copies: a copy of every page would weigh on the next timed call)."""
+    def page(indices, i):
+        return pool.get_data_page(int(indices[i * pool.page_size]), flat=False) \
+            .view(torch.int16)  # bits, not values: random bf16 bits hold NaNs
+    return all(torch.equal(page(to, i), page(at, i)) for i in range(n))
 
 
 def main(argv=None) -> None:
@@ -149,8 +163,8 @@ def main(argv=None) -> None:
     pool.kv_buffer.view(torch.uint8).random_()
     tokens = [int(x) for x in torch.randint(0, 100_000, (n * ps,))]
     hashes = get_storage_hash_str(tokens, None, page_size=ps)
-    expected = page_bytes(pool, src, n)
-    page_mib = len(expected[0]) / (1 << 20)
+    page_bytes = pool.get_data_page(int(src[0])).numel() * pool.dtype.itemsize
+    page_mib = page_bytes / (1 << 20)
 
     setname = "sgbench" + uuid.uuid4().hex[:8]
     ours = dict(OURS, hosts=args.hosts, namespace=args.namespace, set=setname,
@@ -158,7 +172,10 @@ def main(argv=None) -> None:
     file_dir = args.file_dir or Path(tempfile.mkdtemp(prefix="sglang-hicache-file-"))
     rows = [Row("aerospike", "dynamic", dict(ours, interface_v1=1), pool, True),
             Row("aerospike-copy", "dynamic", ours, pool, False),
-            Row("file", "file", {"file_storage_path": str(file_dir)}, pool, False)]
+            Row("file", "file", {"file_storage_path": str(file_dir)}, pool, False),
+            Row("file-cold", "file", {"file_storage_path": str(file_dir)}, pool, False,
+                cold=True)]
+    rows = [r for r in rows if r.name in args.backends or r.name == "file"]
     print(f"{n} pages of {page_mib:.1f} MiB ({args.layout}, {args.layers} layers, "
           f"{args.heads} KV heads of {args.head_dim}, page {ps} tokens, bf16); "
           f"{args.rounds} rounds; set {setname}; file backend in {file_dir}")
@@ -170,23 +187,25 @@ def main(argv=None) -> None:
             for i in range(n):  # the last round's pages must not pass for this one's
                 pool.set_from_flat_data_page(int(dst[i * ps]), blank)
             r.round(hashes, dst)
-            assert page_bytes(pool, dst, n) == expected, f"{r.name}: pages differ"
+            assert same_pages(pool, src, dst, n), f"{r.name}: pages differ"
 
     results = []
-    base = {op: statistics.median(next(r for r in rows if r.name == "file").times[op])
-            for op in ("batch_exists", "load")}
+    medians = {(r.name, op): statistics.median(t) for r in rows for op, t in r.times.items()}
+    bases = [b for b in ("file", "file-cold") if b in args.backends or b == "file"]
     print(f"\n{'backend':<16}{'op':<14}{'median ms':>10}{'best ms':>9}{'GB/s':>7}"
-          f"{'x file':>8}")
+          + "".join(f"{'x ' + b:>12}" for b in bases))
     for r in rows:
         for op, times in r.times.items():
-            med, best = statistics.median(times), min(times)
+            med, best = medians[r.name, op], min(times)
             gbps = n * page_mib / 1024 / med if op == "load" else None
+            vs = {b: medians[b, op] / med for b in bases}
             results.append({"backend": r.name, "op": op, "median_s": med, "best_s": best,
-                            "gbps": gbps, "vs_file": base[op] / med})
+                            "gbps": gbps, "vs": vs})
             print(f"{r.name:<16}{op:<14}{med * 1e3:>10.2f}{best * 1e3:>9.2f}"
-                  f"{'' if gbps is None else f'{gbps:.2f}':>7}{base[op] / med:>7.2f}x")
+                  f"{'' if gbps is None else f'{gbps:.2f}':>7}"
+                  + "".join(f"{vs[b]:>11.2f}x" for b in bases))
     print("\nbackup (once, " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in backups.items())
-          + "); x file: how many times faster than the file backend (above 1: faster)")
+          + "); x B: how many times faster than row B, by the medians (above 1: faster)")
     for r in rows:
         if r.name.startswith("aerospike"):  # our chunks go; the file backend's directory
             for name in r.backend._names(hashes, flat=not r.zero_copy):
@@ -196,7 +215,7 @@ def main(argv=None) -> None:
         shutil.rmtree(file_dir, ignore_errors=True)
     if args.json:
         args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                         "page_bytes": len(expected[0]), "backup_s": backups,
+                                         "page_bytes": page_bytes, "backup_s": backups,
                                          "results": results}, indent=1))
 
 
