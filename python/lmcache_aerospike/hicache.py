@@ -110,11 +110,31 @@ class _Layout:
     buffers: List[_Buffer] = field(default_factory=list)
 
 
+def _pool_buffers(pool: Any) -> List[_Buffer]:
+    """The host tensors of a pool (K and V of an MHA pool, as SGLang's Mooncake
+    backend registers them), each as a byte view to slice."""
+    tensors = (pool.get_hybrid_pool_buffer() if hasattr(pool, "get_hybrid_pool_buffer")
+               else [getattr(pool, "kv_buffer", None)])
+    buffers = []
+    for t in (t for t in tensors if t is not None):
+        try:
+            view = _memoryview(t)
+        except ValueError as e:
+            raise _error(f"config hicache host pool {type(pool).__name__}: {e}") from None
+        buffers.append(_Buffer(t.data_ptr(), view.nbytes, view))
+    if not buffers:
+        raise _error(f"config hicache host pool {type(pool).__name__}: no host KV buffer "
+                     "(a logical anchor pool needs HiCache's v2 calls, which this backend "
+                     "does not implement)")
+    return buffers
+
+
 class AerospikeHiCacheStorage(HiCacheStorage):
     """`HiCacheStorage` on a shared engine. Thread-safe."""
 
     def __init__(self, storage_config: HiCacheStorageConfig,
                  kwargs: Optional[dict] = None) -> None:
+        # kwargs: what SGLang's factory passes on to a dynamic backend (empty).
         extra = dict(storage_config.extra_config or {})
         settings = Settings.from_dict({k: v for k, v in extra.items()
                                        if k not in SGLANG_KEYS}, where=WHERE)
@@ -182,45 +202,31 @@ class AerospikeHiCacheStorage(HiCacheStorage):
         layout this backend cannot serve fails the attach, not a later transfer."""
         super().register_mem_pool_host(mem_pool_host)
         pool = mem_pool_host
-        tensors = (pool.get_hybrid_pool_buffer() if hasattr(pool, "get_hybrid_pool_buffer")
-                   else [getattr(pool, "kv_buffer", None)])
-        buffers = []
-        for t in tensors:
-            if t is None:
-                continue
-            try:
-                view = _memoryview(t)
-            except ValueError as e:
-                raise _error(f"config hicache host pool {type(pool).__name__}: {e}") from None
-            buffers.append(_Buffer(t.data_ptr(), view.nbytes, view))
-        if not buffers:
-            raise _error(f"config hicache host pool {type(pool).__name__}: no host KV "
-                         "buffer (a logical anchor pool needs HiCache's v2 calls, which "
-                         "this backend does not implement)")
-        fmt = f"{pool.layout}-{str(pool.dtype).removeprefix('torch.')}"
-        head = f"{self._prefix()}{fmt}@"
-        split = self._split()
-        if split > 1:
-            base = self.config.tp_rank * split
-            templates = [(f"{head}{self._shard(base + j // 2, self.config.tp_lcm_size)}@",
-                          f"@{j % 2}") for j in range(2 * split)]
-        else:
-            templates = None
-        layout = _Layout(page_size=pool.page_size, parts=0, templates=[],
-                         flat=(f"{head}{self._shard()}@", "@flat"), buffers=buffers)
+        head = f"{self._prefix()}{pool.layout}-{str(pool.dtype).removeprefix('torch.')}@"
         ptrs, sizes = self._page_meta(pool, torch.arange(pool.page_size))
-        layout.parts = len(ptrs)
-        layout.templates = templates or [(f"{head}{self._shard()}@", f"@{j}")
-                                         for j in range(layout.parts)]
-        if len(layout.templates) != layout.parts:
-            raise _error(f"config hicache host pool: {layout.parts} regions per page, "
-                         f"expected {len(layout.templates)} for {split} head groups")
-        self._layout = layout
+        templates = self._templates(head, len(ptrs))
+        if len(templates) != len(ptrs):
+            raise _error(f"config hicache host pool: {len(ptrs)} regions per page, expected "
+                         f"{len(templates)} for {self._split()} head groups")
+        self._layout = _Layout(page_size=pool.page_size, parts=len(ptrs),
+                               templates=templates, flat=(f"{head}{self._shard()}@", "@flat"),
+                               buffers=_pool_buffers(pool))
         try:
             self._views(ptrs, sizes)
         except ValueError as e:
             self._layout = None
             raise _error(f"config hicache host pool layout {pool.layout}: {e}") from None
+
+    def _templates(self, head: str, parts: int) -> List[tuple]:
+        """Per region of a page, the key around its page hash."""
+        split = self._split()
+        if split == 1:
+            return [(f"{head}{self._shard()}@", f"@{j}") for j in range(parts)]
+        # SGLang's split-heads regions are K and V of each head group in turn
+        # (get_split_heads_page_buffer_meta, pool_host/mha.py:769-811).
+        base, lcm = self.config.tp_rank * split, self.config.tp_lcm_size
+        return [(f"{head}{self._shard(base + j // 2, lcm)}@", f"@{j % 2}")
+                for j in range(2 * split)]
 
     def on_host_pools_registered(self) -> None:
         """Refuses the extra pools of hybrid models: they need the v2 calls."""
