@@ -385,54 +385,56 @@ class AerospikeHiCacheStorage(HiCacheStorage):
     def batch_get(self, keys: List[str], target_locations: Optional[Any] = None,
                   target_sizes: Optional[Any] = None) -> List[Optional[torch.Tensor]]:
         """Reads each flat page into its target (a contiguous CPU tensor; without
-        one, a new tensor of the pool's dtype)."""
+        one, a new flat page of the pool's). A target of another size is a miss: the
+        engine reads only a chunk of exactly its size."""
         if not keys:
             return []
+        targets = list(target_locations) if target_locations is not None else [None] * len(keys)
+        if len(targets) != len(keys):
+            logger.warning("aerospike HiCache: batch_get of %d pages with %d targets",
+                           len(keys), len(targets))
+            return [None] * len(keys)
         names = self._names(keys, flat=True)
-        targets = list(target_locations) if target_locations is not None else \
-            [self._allocate(n) for n in names]
+        targets = [t if t is not None else self.mem_pool_host.get_dummy_flat_data_page()
+                   for t in targets]
         views = {}
         for i, target in enumerate(targets):
             try:
-                views[i] = _memoryview(target) if target is not None else None
+                views[i] = _memoryview(target)
             except ValueError as e:
                 logger.warning("aerospike HiCache: batch_get target %d: %s", i, e)
-        live = [i for i, v in views.items() if v is not None]
         with self.metrics.timed("batched_get") as t:
-            got = self._call("submit_batch_get", [names[i] for i in live],
-                             [views[i] for i in live]) if live else []
+            got = self._call("submit_batch_get", [names[i] for i in views],
+                             list(views.values())) if views else []
             out: List[Optional[torch.Tensor]] = [None] * len(keys)
-            for i, hit in zip(live, got):
+            for i, hit in zip(views, got):
                 out[i] = targets[i] if hit else None
             t.results = ["hit" if o is not None else "miss" for o in out]
         return out
 
     def get(self, key: str, target_location: Optional[Any] = None,
             target_sizes: Optional[Any] = None) -> Optional[torch.Tensor]:
-        return self.batch_get([key], None if target_location is None else [target_location])[0]
-
-    def _allocate(self, name: str) -> Optional[torch.Tensor]:
-        try:
-            meta = self.native.stat(name)
-        except _native.Error:
-            return None
-        dtype = getattr(self.mem_pool_host, "dtype", torch.uint8)
-        if meta is None or meta["tot_b"] % dtype.itemsize:
-            return None
-        return torch.empty(meta["tot_b"] // dtype.itemsize, dtype=dtype)
+        return self.batch_get([key], [target_location])[0]
 
     def batch_set(self, keys: List[str], values: Optional[Any] = None,
                   target_locations: Optional[Any] = None,
                   target_sizes: Optional[Any] = None) -> bool:
-        """Stores each flat page as one chunk; True when every page is stored."""
+        """Stores each flat page as one chunk; True when every page is stored. Values
+        that are not CPU tensors store nothing and are False."""
         if not keys or not self.config.is_storage_writer:  # as batch_set_v1
             return True
         if values is None or len(values) != len(keys):
+            logger.warning("aerospike HiCache: batch_set of %d pages with %s values",
+                           len(keys), "no" if values is None else len(values))
             return False
-        names = self._names(keys, flat=True)
-        views = [_memoryview(v.contiguous()) for v in values]
+        try:
+            views = [_memoryview(v.contiguous()) for v in values]
+        except (AttributeError, ValueError) as e:
+            logger.warning("aerospike HiCache: batch_set of %d pages: a value is not a CPU "
+                           "tensor: %s", len(keys), e)
+            return False
         with self.metrics.timed("batched_put") as t:
-            stored = self._store(names, views)
+            stored = self._store(self._names(keys, flat=True), views)
             t.results = ["ok" if s else "error" for s in stored]
         return all(stored)
 

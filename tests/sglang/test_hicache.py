@@ -436,3 +436,26 @@ def test_a_strided_target_is_a_miss_not_a_lost_read(make):
     strided = torch.empty(page.numel() * 2, dtype=page.dtype)[::2]
     assert b.batch_get(keys, [strided]) == [None]
     assert b.batch_get(keys, [torch.empty_like(page)])[0] is not None
+
+
+def test_bad_copy_path_input_is_false_and_stores_nothing(make, caplog):
+    b, pool = make(v1=False)
+    _, keys = pages(2)
+    page = pool.get_data_page(int(pool.alloc(PAGE)[0]))
+    with caplog.at_level(logging.WARNING, "lmcache_aerospike.hicache"):
+        assert b.set(keys[0], None) is False
+        assert b.batch_set(keys, [page]) is False
+        assert b.batch_get(keys, [page]) == [None, None]
+    assert "batch_set of 1 pages: a value is not a CPU tensor" in caplog.text
+    assert "batch_set of 2 pages with 1 values" in caplog.text
+    assert "batch_get of 2 pages with 1 targets" in caplog.text
+    assert b.batch_exists(keys) == 0
+
+
+def test_a_record_claiming_another_size_sizes_nothing(make):
+    """A get without a target reads into a flat page of the pool's own size, never
+    one the server's record claims: a chunk of another size under the key is a miss."""
+    b, _ = make(v1=False)
+    _, keys = pages(1)
+    b.native.put(b._names(keys, flat=True)[0], b"x" * 100)
+    assert b.get(keys[0]) is None
