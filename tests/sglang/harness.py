@@ -103,19 +103,25 @@ def host_pool(layout: str, mla: bool = False, dtype: torch.dtype = torch.bfloat1
     return host
 
 
+def extra_config(hosts: str, setname: str, v1: bool = True, **settings: Any) -> dict:
+    """--hicache-storage-backend-extra-config as a user writes it for our backend."""
+    extra = dict(BACKEND, hosts=hosts, set=setname, default_ttl_seconds=600, **settings)
+    if v1:
+        extra["interface_v1"] = 1
+    return extra
+
+
 def storage_config(hosts: str, setname: str, *, mla: bool = False, tp_rank: int = 0,
                    tp_size: int = 1, pp_rank: int = 0, pp_size: int = 1,
                    model: Optional[str] = MODEL, metrics: bool = False,
                    v1: bool = True, **settings: Any) -> HiCacheStorageConfig:
     """What SGLang hands a backend (cache_controller.py:792-812), with our settings
     in the extra config as a user writes them."""
-    extra = dict(BACKEND, hosts=hosts, set=setname, default_ttl_seconds=600, **settings)
-    if v1:
-        extra["interface_v1"] = 1
     return HiCacheStorageConfig(
         tp_rank=tp_rank, tp_size=tp_size, pp_rank=pp_rank, pp_size=pp_size,
         attn_cp_rank=0, attn_cp_size=1, is_mla_model=mla, enable_storage_metrics=metrics,
-        is_page_first_layout=False, model_name=model, extra_config=extra)
+        is_page_first_layout=False, model_name=model,
+        extra_config=extra_config(hosts, setname, v1, **settings))
 
 
 def backend(config: HiCacheStorageConfig, pool: Any) -> Any:

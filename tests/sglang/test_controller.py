@@ -12,18 +12,11 @@ CPU engine needs sgl-kernel's CPU build, which PyPI does not ship (README,
 import pytest
 
 from tests.sglang.harness import (
-    BACKEND, MHA_LAYOUTS, MLA_LAYOUTS, PAGE, Controller, host_pool, page_bytes, pages,
-    setname,
+    MHA_LAYOUTS, MLA_LAYOUTS, PAGE, Controller, extra_config, host_pool, page_bytes,
+    pages, setname,
 )
 
 from lmcache_aerospike import _native  # noqa: E402
-
-
-def extra(hosts, setname_, v1=True, **settings):
-    e = dict(BACKEND, hosts=hosts, set=setname_, default_ttl_seconds=600, **settings)
-    if v1:
-        e["interface_v1"] = 1
-    return e
 
 
 @pytest.fixture
@@ -44,7 +37,7 @@ def controllers():
 @pytest.mark.parametrize("mla,layout", [(False, x) for x in MHA_LAYOUTS] +
                                        [(True, x) for x in MLA_LAYOUTS])
 def test_pages_survive_a_restart(aerospike_hosts, controllers, mla, layout, v1):
-    config = extra(aerospike_hosts, setname(), v1)
+    config = extra_config(aerospike_hosts, setname(), v1)
     first = controllers(host_pool(layout, mla), config)
     assert first.ctl.page_get_func.__name__ == \
         ("_page_get_zero_copy" if v1 else "_generic_page_get")
@@ -59,7 +52,7 @@ def test_pages_survive_a_restart(aerospike_hosts, controllers, mla, layout, v1):
 
 
 def test_a_prefix_of_the_pages_is_found_and_loaded(aerospike_hosts, controllers):
-    config = extra(aerospike_hosts, setname())
+    config = extra_config(aerospike_hosts, setname())
     first = controllers(host_pool("page_first"), config)
     tokens, hashes = pages(6)
     at, written = first.backup(tokens[:4 * PAGE], hashes[:4])
@@ -74,7 +67,7 @@ def test_a_prefix_of_the_pages_is_found_and_loaded(aerospike_hosts, controllers)
 def test_a_page_lost_after_the_query_ends_the_load_there(aerospike_hosts, controllers):
     """Pages evicted between SGLang's query and its load: the load stops at the
     first missing page, and SGLang keeps what came before it."""
-    config = extra(aerospike_hosts, setname())
+    config = extra_config(aerospike_hosts, setname())
     first = controllers(host_pool("page_first"), config)
     tokens, hashes = pages(5)
     first.backup(tokens, hashes)
@@ -95,7 +88,7 @@ def test_a_page_lost_after_the_query_ends_the_load_there(aerospike_hosts, contro
 
 
 def test_a_bad_extra_config_fails_the_attach_naming_the_key(aerospike_hosts):
-    config = extra(aerospike_hosts, setname(), max_conns_per_node=-1)
+    config = extra_config(aerospike_hosts, setname(), max_conns_per_node=-1)
     with pytest.raises(_native.ConfigError,
                        match=r"hicache-storage-backend-extra-config.max_conns_per_node=\"-1\": "
                              "must not be negative"):
@@ -105,7 +98,7 @@ def test_a_bad_extra_config_fails_the_attach_naming_the_key(aerospike_hosts):
 def test_the_writer_rank_rule_comes_from_sglangs_config(aerospike_hosts, controllers):
     """A one-rank MLA deployment: rank 0 is the storage writer, and its pages are
     keyed for every TP rank ("mla")."""
-    config = extra(aerospike_hosts, setname())
+    config = extra_config(aerospike_hosts, setname())
     c = controllers(host_pool("page_first", mla=True), config)
     assert c.backend.config.is_mla_model and c.backend.config.is_storage_writer
     tokens, hashes = pages(2)
