@@ -105,11 +105,19 @@ typedef struct lmca_config {
                                        client's own calls, which copy */
     uint32_t max_conns_per_node;    /* connection pool size; default 64 */
     /* A cache when the namespace is full (DESIGN.md, "A cache that stays full"). */
-    int32_t read_touch_ttl_percent; /* gets ask the server to restart a record's TTL
-                                       when less than this percent of it is left:
-                                       1..100 (100: every read), 0 the namespace's
+    bool touch_on_hit;              /* a get that found a chunk not among the
+                                       newest queues it to be touched at the head
+                                       of the shared clock (lmca_touch_hits);
+                                       default true */
+    bool shared_clock;              /* void times come from the namespace's shared
+                                       clock record (lmca_eviction_t); false = this
+                                       handle's own, as if alone; default true */
+    int32_t read_touch_ttl_percent; /* gets also ask the server to restart a
+                                       record's TTL (now + its TTL, not the clock's
+                                       head) when less than this percent of it is
+                                       left: 1..100, 0 the namespace's
                                        default-read-touch-ttl-pct, -1 never;
-                                       default 100. Lookups never touch. */
+                                       default -1. Lookups never touch. */
     uint32_t backpressure_ms;       /* how long a put retries writes the server
                                        refuses for space (stop-writes while it
                                        evicts) or load (device overload, a busy
@@ -119,10 +127,10 @@ typedef struct lmca_config {
                                        whole backpressure_ms, puts are dropped
                                        without a round trip for this long, then one
                                        is let through to look again; default 1000 */
-    uint32_t records_per_void_second; /* most of this handle's records in one second
-                                       of void time (see lmca_void_second_records);
-                                       0 = derived from the namespace's eviction
-                                       settings; default 0 */
+    uint32_t records_per_void_second; /* most records in one second of void time
+                                       (lmca_eviction_t.per_second); 0 = derived
+                                       from the namespace's eviction settings;
+                                       default 0 */
     const char *username;           /* passed through; EE only */
     const char *password;           /* passed through; EE only */
     const char *tls_name;           /* passed through; EE only */
@@ -267,16 +275,21 @@ LMCA_EXTERN int lmca_limits_resolve(const lmca_server_info_t *srv, const lmca_co
  * (as/src/base/nsup.c, find_evict_void_time). So the engine hands void times
  * out in write order, at most `per_second` records to a second: a burst runs
  * ahead of now + default_ttl_seconds (up to `lead_seconds`) rather than into one
- * second. DESIGN.md,
- * "A cache that stays full", has the measurements.
+ * second. The clock that does so is shared by every handle on the namespace, in
+ * any process on any host: a counter record in the namespace's set "lmca_clock"
+ * (never expiring; one per namespace), from which each handle reserves leases
+ * of positions (shared_clock, default true). A hit moves a chunk to the head:
+ * a get that found a chunk not among the newest queues it to be touched at a
+ * new place on the clock (touch_on_hit, lmca_touch_hits). DESIGN.md, "A cache
+ * that stays full", has the measurements.
  */
 typedef struct lmca_eviction {
     bool enabled;        /* the namespace evicts (evict-used-pct and nsup-period
                             set) and our records expire (default_ttl_seconds > 0) */
     uint64_t records;    /* eligible records expected at evict-used-pct */
     uint64_t target;     /* the most NSUP evicts per cycle: records * tenths / 1000 */
-    uint32_t per_second; /* records this handle gives one second of void time;
-                            0 = no limit (eviction off) */
+    uint32_t per_second; /* records one second of void time gets; 0 = no limit
+                            (eviction off) */
     uint64_t lead_seconds; /* how far its clock may run ahead of now + TTL; a
                               put due further ahead waits (lmca_put_pace) */
 } lmca_eviction_t;
@@ -457,6 +470,19 @@ LMCA_EXTERN int lmca_remove(lmca_t *h, const char *key, lmca_err_t *err);
  */
 LMCA_EXTERN int lmca_touch(lmca_t *h, const char *key, bool pin, lmca_err_t *err);
 
+/*
+ * Touches now every chunk that gets found since the last call queued for a move
+ * to the head of the eviction order (touch_on_hit): their records get new
+ * places on the shared clock, in batch calls. The pool's workers call it
+ * themselves (when one would go idle, and every 64 hits or 20 ms while busy), a
+ * blocking lmca_get before it returns, and lmca_close once more; call it to
+ * have the moves done at a point of your choosing. Touches the server refuses are
+ * counted (touches_failed) and dropped.
+ * @return LMCA_OK (also when some touches failed), or LMCA_ENOMEM (the queued
+ *   hits are dropped).
+ */
+LMCA_EXTERN int lmca_touch_hits(lmca_t *h, lmca_err_t *err);
+
 /* @return LMCA_OK when the cluster answers, else LMCA_ECONNECTION or LMCA_ETIMEOUT. */
 LMCA_EXTERN int lmca_ping(lmca_t *h, lmca_err_t *err);
 
@@ -480,6 +506,14 @@ typedef struct lmca_stats {
     uint64_t dropped_unsent;    /* ... of dropped_full, refused here without a round
                                    trip while the namespace was known to be full */
     uint64_t puts_paced;        /* puts that waited for the void-time clock */
+    /* The shared clock and hits (lmca_eviction_t): */
+    uint64_t clock_reservations; /* round trips to the clock record for leases */
+    uint64_t clock_resets;      /* ... that moved it to now + TTL (idle, or not ours) */
+    uint64_t clock_local;       /* places made on the handle's own clock: the
+                                   record could not be reached (or shared_clock off) */
+    uint64_t hits_touched;      /* chunks a hit moved to the head */
+    uint64_t hits_fresh;        /* hits near the head already, not touched */
+    uint64_t touches_failed;    /* records whose touch the server refused */
     bool full;                  /* puts are being dropped unsent right now */
 } lmca_stats_t;
 
@@ -503,10 +537,10 @@ typedef struct lmca_put_s {
     const lmca_put_opts_t *opts; /* may be NULL */
     /* out: what the commit will publish (nseg, seg_b, tot_b, wid; crc32 at commit) */
     lmca_meta_t meta;
-    /* the engine's: the chunk's void time (unix seconds; 0 = the TTL as
-       configured) and its backpressure state (lmca_put_backoff) */
+    /* the engine's: the chunk's void time (unix seconds; 0 = not placed yet,
+       or the TTL as configured), placed by its first step, and its
+       backpressure state (lmca_put_backoff) */
     uint64_t void_at;
-    uint64_t send_us; /* not to send before (realtime µs): lmca_put_pace */
     uint64_t deadline_ms;
     uint32_t refusals;
     bool dropped, paced;
@@ -539,12 +573,16 @@ LMCA_EXTERN int lmca_put_begin(lmca_t *h, lmca_put_t *p, lmca_err_t *err);
 LMCA_EXTERN int lmca_put_backoff(lmca_t *h, lmca_put_t *p, int rc);
 
 /*
- * Pacing. A put is due at a second of the handle's void-time clock, which gives
- * each second at most lmca_eviction_t.per_second records; when puts come faster
- * for long, the clock runs ahead of now + default_ttl_seconds, and a put due
- * more than lead_seconds ahead waits: NSUP could not evict faster than that
- * either. Call this before a put's first write: it returns how many
- * milliseconds to wait (0: send now). Counted once per put (puts_paced).
+ * Placing and pacing. A put is due at a second of the void-time clock that
+ * every writer of the namespace shares, which gives each second at most
+ * lmca_eviction_t.per_second records; when puts come faster for long, the clock
+ * runs ahead of now + default_ttl_seconds, and a put due more than lead_seconds
+ * ahead waits: NSUP could not evict faster than that either. Call this before a
+ * put's first write: it places the put on the clock if no step did yet (which
+ * may take a round trip to the clock's record, or none: lmca_stats_t
+ * clock_reservations), and returns how many milliseconds to wait (0: send now).
+ * Counted once per put (puts_paced). Safe to call from several threads at once
+ * for one put.
  */
 LMCA_EXTERN int lmca_put_pace(lmca_t *h, lmca_put_t *p);
 

@@ -65,7 +65,7 @@ tally() { # adds "N passed, N failed[, N skipped]" from the last such line of $1
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=0:second_deadlock_stack=1
-for t in build/tests/test_* build/asan/tests/test_* build/tsan/tests/test_pool*; do
+for t in build/tests/test_* build/asan/tests/test_* build/tsan/tests/test_pool* build/tsan/tests/test_hits build/tsan/tests/test_clock; do
     echo "== $t"
     "$t" 2>&1 | tee "$tmp/out"
     tally "$tmp/out" "$t"

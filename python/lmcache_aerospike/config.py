@@ -94,11 +94,19 @@ class Settings:
     num_workers: int = _engine(8, "worker threads of the engine (1 to 256); when not "
                                   "given but executor_threads is, executor_threads")
     # A cache when the namespace is full (README, "A cache that stays full").
+    touch_on_hit: bool = _engine(
+        True, "a get that found a chunk not among the newest moves it to the head of the "
+              "eviction order: it is touched (batched, off the get path) at the head of the "
+              "clock every writer of the namespace shares")
+    shared_clock: bool = _engine(
+        True, "void times come from one clock record per namespace that every writer "
+              "shares, so eviction follows store and hit order across processes and hosts; "
+              "false = this engine's own clock, as if it wrote alone")
     read_touch_ttl_percent: int = _engine(
-        100, "gets ask the server to restart a record's TTL when less than this percent of "
-             "it is left (read-touch, server 7.1+), so the least recently used chunks are "
-             "evicted first: 1 to 100 (100: every hit), 0 = the namespace's "
-             "default-read-touch-ttl-pct, -1 = never; lookups never touch")
+        -1, "gets also ask the server to restart a record's TTL (now + its TTL, behind the "
+            "shared clock's head) when less than this percent of it is left (read-touch, "
+            "server 7.1+): 1 to 100, 0 = the namespace's default-read-touch-ttl-pct, "
+            "-1 = never (touch_on_hit moves hits instead); lookups never touch")
     backpressure_ms: int = _engine(
         5000, "how long a store retries writes the server refuses for space (stop-writes "
               "while NSUP evicts) or load (device overload), with jittered backoff, before "
@@ -107,9 +115,9 @@ class Settings:
         1000, "after a store waited its whole backpressure_ms on stop-writes, stores are "
               "dropped without a round trip for this long, then one looks again")
     records_per_void_second: int = _engine(
-        0, "most of this engine's records in one second of void time (NSUP evicts whole "
-           "seconds and refuses one above its per-cycle target); 0 = a quarter of that "
-           "target, derived from the namespace")
+        0, "most records in one second of void time (NSUP evicts whole seconds and "
+           "refuses one above its per-cycle target); 0 = half of that target, derived "
+           "from the namespace")
     # Glue settings.
     batch_max_in_flight: int = _glue(64, "bound on operations in flight in "
                                          "batched_get / batched_put", 1, 65536)

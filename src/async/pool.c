@@ -276,12 +276,20 @@ worker_main(void *arg)
 {
     lmca_pool_t *p = arg;
     lmca__task *t;
-    while ((t = lmca__pop(p)) != NULL) {
+    for (;;) {
+        /* Hits are moved to the head off the get path (hits.c): by a worker about
+           to go idle, and while busy once due. */
+        if ((t = lmca__pop(p, false)) == NULL) {
+            lmca_touch_hits(p->h, NULL);
+            if ((t = lmca__pop(p, true)) == NULL)
+                break;
+        }
         if (atomic_load(&t->job->canceled))
             lmca__cancel(t);
         else if (!lmca__run(t))
             continue; /* deferred: queued again, still pending */
         lmca__task_done(t);
+        lmca__touch_hits_due(p->h);
     }
     return NULL;
 }

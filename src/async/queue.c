@@ -122,7 +122,7 @@ wait_work(lmca_pool_t *p)
 }
 
 lmca__task *
-lmca__pop(lmca_pool_t *p)
+lmca__pop(lmca_pool_t *p, bool wait)
 {
     lmca__task *t = NULL;
     pthread_mutex_lock(&p->lock);
@@ -133,7 +133,7 @@ lmca__pop(lmca_pool_t *p)
             if ((t = p->head[b]) != NULL && (p->head[b] = t->next) == NULL)
                 p->tail[b] = NULL;
         }
-        if (t || p->closing)
+        if (t || p->closing || !wait)
             break;
         wait_work(p);
     }

@@ -5,16 +5,17 @@
  *
  * Void times. NSUP evicts by void time in whole seconds and refuses a second
  * holding more records than its per-cycle target (lmca.h, "Eviction by void
- * time"). Every record of a chunk gets the chunk's one void time, drawn from a
- * clock per handle that hands seconds out in write order and at most
- * `per_second` records each: a burst of stores runs ahead of now + TTL instead
- * of piling into one second that NSUP would never evict. All the records of a
- * chunk are sent the TTL that lands them in that one second, so they are
- * evicted in the same cycle: a meta record due a second before its segments
- * left orphans at every cycle's edge (3 % of the records of a 1 GiB cache, a
- * quarter of a cycle's target each time), one due after them a meta record
- * naming segments that are gone. A write that crosses a second on its way can
- * still land one second off, which the next cycle clears.
+ * time"). Every record of a chunk gets the chunk's one void time, its place on
+ * the clock every writer of the namespace shares (clock.c), which hands seconds
+ * out in write order and at most `per_second` records each: a burst of stores
+ * runs ahead of now + TTL instead of piling into one second that NSUP would
+ * never evict. All the records of a chunk are sent the TTL that lands them in
+ * that one second, so they are evicted in the same cycle: a meta record due a
+ * second before its segments left orphans at every cycle's edge (3 % of the
+ * records of a 1 GiB cache, a quarter of a cycle's target each time), one due
+ * after them a meta record naming segments that are gone. A write that crosses
+ * a second on its way can still land one second off, which the next cycle
+ * clears.
  *
  * Backpressure. Stop-writes on a namespace that evicts, and device overload,
  * pass: lmca_put_backoff says when to try a refused step again, within
@@ -44,16 +45,6 @@
    the overflow into its farthest second made a second NSUP refused, for good,
    when a namespace filled from empty faster than the plan allowed. */
 #define LEAD_SECONDS 3
-/* A chunk's void time is its place on the clock plus 0 to DITHER_SECONDS - 1
-   seconds drawn from its write id. A read-touch restarts a record's TTL as the
-   server counts it (now + the TTL it was written with), so the chunks of one
-   long prefix, read together, would all be due in one second: 100 chunks read
-   at once in a namespace of 127 (a target of 38) made a second NSUP refused,
-   and nothing was evicted again (tests/ext/test_cache_full.py). Spread over 4
-   seconds, even the whole namespace read at once stays under a target of 25 %
-   (evict-tenths-pct 250; the recipes use 300); void times still follow write
-   order to within those 4 seconds. */
-#define DITHER_SECONDS 4
 /* How often a writing handle looks at the namespace again; every second while
    the namespace is nearly empty, whose mean record is a guess. */
 #define WATCH_MS 10000
@@ -104,6 +95,7 @@ lmca_eviction_plan(const lmca_server_info_t *srv, const lmca_limits_t *limits,
 
     memset(out, 0, sizeof *out);
     out->per_second = cfg->records_per_void_second;
+    out->lead_seconds = LEAD_SECONDS;
     out->enabled = srv->evict_used_pct > 0 && srv->nsup_period > 0 &&
                    cfg->default_ttl_seconds > 0 && srv->evict_tenths_pct > 0;
     if (!out->enabled)
@@ -127,7 +119,6 @@ lmca_eviction_plan(const lmca_server_info_t *srv, const lmca_limits_t *limits,
         uint64_t k = out->target / TARGET_SHARE;
         out->per_second = k == 0 ? 1 : k > UINT32_MAX ? UINT32_MAX : (uint32_t)k;
     }
-    out->lead_seconds = LEAD_SECONDS;
 }
 
 static void
@@ -208,45 +199,47 @@ lmca__cache_watch(lmca_t *h)
 }
 
 /* ---------------------------------------------------------------------------
- * The void-time clock.
+ * Places on the clock.
  */
 
 uint64_t
-lmca__void_at(lmca_t *h, uint32_t records, uint64_t spread, uint64_t *send_us)
+lmca__void_at(lmca_t *h, uint32_t records)
 {
-    uint64_t now = now_us(), ttl_us, base, step, start, old, lead;
-    uint32_t k;
+    return lmca__clock_place(h, records) / 1000000u;
+}
 
-    *send_us = 0;
-    if (h->cfg.default_ttl_seconds <= 0) /* never, keep, or the namespace's default */
-        return 0;
-    ttl_us = (uint64_t)h->cfg.default_ttl_seconds * 1000000u;
-    base = now + ttl_us;
-    k = (uint32_t)atomic_load_explicit(&h->cache.per_second, memory_order_relaxed);
-    if (k == 0)
-        return base / 1000000u;
-    step = 1000000u / k ? 1000000u / k : 1;
-    old = atomic_load_explicit(&h->cache.void_next_us, memory_order_relaxed);
-    do
-        start = old > base ? old : base;
-    while (!atomic_compare_exchange_weak(&h->cache.void_next_us, &old,
-                                         start + (uint64_t)records * step));
-    /* Due further ahead than the lead allows: the put waits until it is not. */
-    lead = atomic_load_explicit(&h->cache.lead_seconds, memory_order_relaxed) * 1000000u;
-    if (start > base + lead)
-        *send_us = start - ttl_us - lead;
-    return start / 1000000u + spread % DITHER_SECONDS;
+void
+lmca__put_place(lmca_t *h, lmca_put_t *p)
+{
+    uint64_t v, unplaced = 0;
+
+    if (p->meta.pin || __atomic_load_n(&p->void_at, __ATOMIC_ACQUIRE) != 0)
+        return;
+    /* Steps of one put may race here on several threads: the first place
+       stands, and a loser's reservation stays unused. */
+    v = lmca__void_at(h, p->meta.nseg > 1 ? p->meta.nseg + 1 : 1);
+    __atomic_compare_exchange_n(&p->void_at, &unplaced, v, false, __ATOMIC_ACQ_REL,
+                                __ATOMIC_ACQUIRE);
 }
 
 int
 lmca_put_pace(lmca_t *h, lmca_put_t *p)
 {
-    uint64_t now = now_us();
-    if (p->send_us <= now)
+    uint64_t now, void_at, ahead, send_us;
+
+    lmca__put_place(h, p);
+    void_at = __atomic_load_n(&p->void_at, __ATOMIC_ACQUIRE);
+    /* Due further ahead of now + TTL than the lead allows: it waits until not. */
+    ahead = (uint64_t)h->cfg.default_ttl_seconds +
+            atomic_load_explicit(&h->cache.lead_seconds, memory_order_relaxed);
+    if (h->cfg.default_ttl_seconds <= 0 || void_at <= ahead)
+        return 0;
+    send_us = (void_at - ahead) * 1000000u;
+    if (send_us <= (now = now_us()))
         return 0;
     if (!__atomic_exchange_n(&p->paced, true, __ATOMIC_RELAXED))
         LMCA__COUNT(h, puts_paced);
-    return (int)((p->send_us - now + 999) / 1000);
+    return (int)((send_us - now + 999) / 1000);
 }
 
 uint32_t
@@ -328,8 +321,10 @@ lmca__cache_gate(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
     uint64_t now, until = atomic_load_explicit(&h->cache.full_until_ms, memory_order_relaxed);
 
     lmca__cache_watch(h);
-    if (until == 0 || (now = mono_ms()) >= until)
+    if (until == 0 || (now = mono_ms()) >= until) {
+        lmca__put_place(h, p);
         return LMCA_OK;
+    }
     drop(h, p, LMCA_EFULL, true);
     return lmca__fail(err, LMCA_EFULL, 8,
                       "put \"%s\": dropped unsent: namespace \"%s\" stayed at stop-writes for "

@@ -30,9 +30,13 @@ lmca_config_init(lmca_config_t *cfg)
     cfg->replica = LMCA_REPLICA_SEQUENCE;
     cfg->max_conns_per_node = 64;
     cfg->fast_path = true;
-    /* Every read of a hit restarts its records' TTL, so NSUP evicts the least
-       recently used first (DESIGN.md, "A cache that stays full"). */
-    cfg->read_touch_ttl_percent = 100;
+    /* A hit moves its chunk to the head of the shared clock (touch_on_hit); the
+       server's read-touch would place it at now + TTL, behind every chunk the
+       clock placed ahead of that (DESIGN.md, "A hit moves the chunk to the
+       head"), and rewrite it once more. */
+    cfg->read_touch_ttl_percent = -1;
+    cfg->touch_on_hit = true;
+    cfg->shared_clock = true;
     /* NSUP evicts every 2 to 3 s at best (find, then evict a second later):
        a put waits out two of its cycles. */
     cfg->backpressure_ms = 5000;
@@ -70,6 +74,8 @@ static const struct field {
     F("backpressure_ms", K_U32, backpressure_ms),
     F("full_recheck_ms", K_U32, full_recheck_ms),
     F("records_per_void_second", K_U32, records_per_void_second),
+    F("touch_on_hit", K_BOOL, touch_on_hit),
+    F("shared_clock", K_BOOL, shared_clock),
     F("username", K_STR, username),
     F("password", K_STR, password),
     F("tls_name", K_STR, tls_name),

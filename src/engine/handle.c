@@ -96,6 +96,8 @@ lmca_open(const lmca_config_t *cfg, lmca_t **out, lmca_err_t *err)
         return rc;
     if ((h = lmca__calloc(1, sizeof *h)) == NULL)
         return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory opening a handle");
+    lmca__clock_init(h);
+    lmca__hits_init(h);
     h->wid_seed = wid_seed();
     if ((rc = own_strings(h, cfg, err)) == LMCA_OK &&
         (rc = lmca__wire_open(&h->cfg, &h->wire, err)) == LMCA_OK)
@@ -113,7 +115,11 @@ lmca_close(lmca_t *h)
 {
     if (h == NULL)
         return;
+    if (h->wire)
+        lmca_touch_hits(h, NULL);
     lmca__wire_close(h->wire);
+    lmca__hits_destroy(h);
+    lmca__clock_destroy(h);
     free(h->strings);
     free(h);
 }
@@ -161,6 +167,12 @@ lmca_stats(lmca_t *h, lmca_stats_t *out)
     LOAD(dropped_busy);
     LOAD(dropped_unsent);
     LOAD(puts_paced);
+    LOAD(clock_reservations);
+    LOAD(clock_resets);
+    LOAD(clock_local);
+    LOAD(hits_touched);
+    LOAD(hits_fresh);
+    LOAD(touches_failed);
 #undef LOAD
     {
         uint64_t until = atomic_load_explicit(&h->cache.full_until_ms, memory_order_relaxed);
@@ -308,10 +320,10 @@ lmca_touch(lmca_t *h, const char *key, bool pin, lmca_err_t *err)
 
     if (rc != LMCA_OK)
         return rc;
-    /* A new place on the void-time clock, as a put gets (cache.c); segments
+    /* A new place on the clock, the head of the eviction order as a put gets
+       (clock.c); it does not wait for the clock, as it adds no data. Segments
        first, so that a touch cut short leaves no meta record due after them. */
-    uint64_t send_us; /* a touch does not wait for the clock: it adds no data */
-    void_at = pin ? 0 : lmca__void_at(h, meta.nseg > 1 ? meta.nseg + 1 : 1, meta.wid, &send_us);
+    void_at = pin ? 0 : lmca__void_at(h, meta.nseg > 1 ? meta.nseg + 1 : 1);
     if (meta.nseg > 1)
         rc = touch_segments(h, key, meta.nseg, void_at, pin, err);
     if (rc == LMCA_OK) {

@@ -4,6 +4,7 @@
 #ifndef LMCA_INTERNAL_H
 #define LMCA_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "lmca.h"
@@ -55,7 +56,40 @@ typedef struct lmca__counters {
     atomic_uint_fast64_t guesses_confirmed, guesses_missed;
     atomic_uint_fast64_t puts_retried, write_retries, dropped_full, dropped_busy, dropped_unsent;
     atomic_uint_fast64_t puts_paced;
+    atomic_uint_fast64_t clock_reservations, clock_resets, clock_local;
+    atomic_uint_fast64_t hits_touched, hits_fresh, touches_failed;
 } lmca__counters;
+
+/* The handle's part of the shared void-time clock (clock.c): its lease of
+   positions, and the furthest position it has seen. Guarded by `lock`. */
+typedef struct lmca__clock {
+    pthread_mutex_t lock;
+    uint64_t next_us, end_us; /* the lease: positions [next_us, end_us) */
+    uint64_t expires_ms;      /* ... usable until then (monotonic) */
+    uint64_t refilled_ms;     /* when it was reserved ... */
+    uint64_t placed;          /* ... and the records placed since */
+    uint64_t last_us;         /* the furthest position reserved or placed */
+    uint64_t head_us;         /* the newest place handed out */
+} lmca__clock;
+
+/* Chunks a get found, waiting to be touched at the head of the clock (hits.c).
+   Guarded by `lock`. */
+typedef struct lmca__hit {
+    uint32_t nseg;
+    char key[]; /* NUL-terminated */
+} lmca__hit;
+
+typedef struct lmca__hits {
+    pthread_mutex_t lock;
+    lmca__hit **queue; /* LMCA__HITS_MAX entries, allocated with the first hit */
+    size_t n;
+    uint64_t first_ms; /* when the oldest was queued (monotonic) */
+} lmca__hits;
+
+#define LMCA__HITS_MAX 1024
+
+/* The counter record of the shared clock lives in this set of the namespace. */
+#define LMCA__CLOCK_SET "lmca_clock"
 
 /* What a full namespace needs of a handle (cache.c). */
 typedef struct lmca__cache {
@@ -85,6 +119,8 @@ struct lmca {
     uint64_t wid_seed;            /* random, drawn at open */
     atomic_uint_fast64_t wid_next; /* write ids: a mix of seed and counter */
     lmca__cache cache;
+    lmca__clock clock;
+    lmca__hits hits;
 };
 
 /* Record keys of a chunk: "<key>|m" and "<key>|s|<i>" (spec 4.3.3), schema.c. */
@@ -106,11 +142,31 @@ void lmca__cache_watch(lmca_t *h);
 /* Counts a begun put's records and bytes (the mean record the plan may need). */
 void lmca__cache_planned(lmca_t *h, uint32_t records, uint64_t bytes);
 
-/* A void time (unix seconds) for a chunk of `records` records from the handle's
-   clock, dithered by `spread` (its write id), or 0 when default_ttl_seconds is
-   not positive (the TTL is sent as set); `*send_us` is when the put may send
-   (realtime µs; 0 = now: lmca_put_pace). */
-uint64_t lmca__void_at(lmca_t *h, uint32_t records, uint64_t spread, uint64_t *send_us);
+/* clock.c: the shared void-time clock. A place for `records` records, as a
+   realtime µs of void time: 0 when default_ttl_seconds is not positive (the TTL
+   is sent as set), now + TTL when the namespace does not evict. May take a
+   round trip (a new lease). */
+void lmca__clock_init(lmca_t *h);
+void lmca__clock_destroy(lmca_t *h);
+uint64_t lmca__clock_place(lmca_t *h, uint32_t records);
+/* The newest place this handle handed out, at least now + TTL (µs). */
+uint64_t lmca__clock_head(lmca_t *h);
+
+/* A chunk's void time (unix seconds) for `records` records: its place on the
+   clock, or 0 (the TTL as configured). */
+uint64_t lmca__void_at(lmca_t *h, uint32_t records);
+
+/* hits.c: a get's hit (a valid chunk read whole), queued to be touched at the
+   head of the clock unless it is fresh (near the head already) or pinned; and
+   touching the queued ones once due (enough of them, or the oldest waited). */
+void lmca__hits_init(lmca_t *h);
+void lmca__hits_destroy(lmca_t *h);
+void lmca__hit_found(lmca_t *h, const char *key, const lmca_meta_t *meta);
+void lmca__touch_hits_due(lmca_t *h);
+
+/* Places a begun put on the clock, once, whichever of its steps comes first
+   (lmca_put_pace and the steps call it; pinned puts have no place). */
+void lmca__put_place(lmca_t *h, lmca_put_t *p);
 
 /* The TTL to send now for a record of a chunk due at `void_at`, so that every
    record of the chunk lands in that second: -1 (never) when pinned. */

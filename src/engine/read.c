@@ -445,8 +445,10 @@ int
 lmca_get_end(lmca_t *h, const lmca_get_t *g)
 {
     const lmca_meta_t *m = &g->meta;
-    if (!m->has_crc32 || lmca__crc32(g->buf, m->tot_b) == m->crc32)
+    if (!m->has_crc32 || lmca__crc32(g->buf, m->tot_b) == m->crc32) {
+        lmca__hit_found(h, g->key, m);
         return LMCA_OK;
+    }
     LMCA__COUNT(h, crc_mismatch);
     LMCA__COUNT(h, corrupt);
     char mkey[LMCA__RECKEY_SIZE], digest[41];
@@ -475,8 +477,10 @@ lmca_get(lmca_t *h, const char *key, void *buf, size_t cap, size_t *len, lmca_me
         rc = lmca_get_segments(h, &g, 0, g.meta.nseg, err);
     if (rc == LMCA_OK)
         rc = lmca_get_end(h, &g);
-    if (rc == LMCA_OK)
+    if (rc == LMCA_OK) {
         *len = g.meta.tot_b;
+        lmca_touch_hits(h, NULL); /* a blocking get moves its hit before it returns */
+    }
     if (meta)
         *meta = g.meta; /* no md: want_md was false */
     return rc;

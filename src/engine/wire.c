@@ -734,6 +734,69 @@ lmca__wire_touch(lmca__wire *w, const char *key, uint32_t ttl, const lmca__bin *
 }
 
 /* ---------------------------------------------------------------------------
+ * Counters: small never-expiring records of one integer, outside the chunks' set
+ * (the shared void-time clock, cache.c).
+ */
+
+int
+lmca__wire_counter_add(lmca__wire *w, const char *set, const char *key, const char *bin,
+                       int64_t delta, int64_t *value, uint32_t *gen, lmca_err_t *err)
+{
+    as_key k;
+    as_error e;
+    as_operations ops;
+    as_record *rec = NULL;
+    as_status rc;
+    int status = LMCA_OK;
+
+    as_key_init_str(&k, w->ns, set, key);
+    as_operations_inita(&ops, 2);
+    as_operations_add_incr(&ops, bin, delta);
+    as_operations_add_read(&ops, bin);
+    ops.ttl = AS_RECORD_NO_EXPIRE_TTL;
+    rc = aerospike_key_operate(&w->as, &e, &w->operate, &k, &ops, &rec);
+    as_operations_destroy(&ops);
+    if (rc != AEROSPIKE_OK) {
+        status = fail(err, &e, "counter", key);
+    } else {
+        /* Whatever another client left there: an integer or nothing usable. */
+        as_val *v = rec ? (as_val *)as_record_get(rec, bin) : NULL;
+        *gen = rec ? rec->gen : 0;
+        if (v == NULL || as_val_type(v) != AS_INTEGER)
+            status = LMCA_MISS;
+        else
+            *value = as_integer_get((as_integer *)v);
+    }
+    if (rec != NULL)
+        as_record_destroy(rec);
+    return status;
+}
+
+int
+lmca__wire_counter_set(lmca__wire *w, const char *set, const char *key, const char *bin,
+                       int64_t value, uint32_t gen, lmca_err_t *err)
+{
+    as_key k;
+    as_error e;
+    as_operations ops;
+    as_record *rec = NULL;
+    as_policy_operate policy = w->operate;
+    as_status rc;
+
+    as_key_init_str(&k, w->ns, set, key);
+    policy.gen = gen ? AS_POLICY_GEN_EQ : AS_POLICY_GEN_IGNORE;
+    as_operations_inita(&ops, 1);
+    as_operations_add_write_int64(&ops, bin, value);
+    ops.gen = (uint16_t)gen;
+    ops.ttl = AS_RECORD_NO_EXPIRE_TTL;
+    rc = aerospike_key_operate(&w->as, &e, &policy, &k, &ops, &rec);
+    as_operations_destroy(&ops);
+    if (rec != NULL)
+        as_record_destroy(rec);
+    return rc == AEROSPIKE_OK ? LMCA_OK : fail(err, &e, "counter", key);
+}
+
+/* ---------------------------------------------------------------------------
  * Scans.
  */
 

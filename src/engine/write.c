@@ -94,14 +94,10 @@ lmca_put_begin(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
     p->meta.tot_b = p->len;
     p->meta.wid = lmca__new_wid(h);
     p->meta.pin = p->opts && p->opts->pin;
-    /* Its place on the void-time clock: drawn now, so void times follow the
-       order in which puts begin (cache.c). */
+    /* Its place on the void-time clock comes with its first step (lmca_put_pace,
+       the gate): placing may take a round trip, and begin does no I/O. */
     p->void_at = 0;
-    p->send_us = 0;
     lmca__cache_planned(h, plan.nseg > 1 ? plan.nseg + 1 : 1, p->len);
-    if (!p->meta.pin)
-        p->void_at = lmca__void_at(h, plan.nseg > 1 ? plan.nseg + 1 : 1, p->meta.wid,
-                                   &p->send_us);
     p->deadline_ms = 0;
     p->refusals = 0;
     p->dropped = p->paced = false;
@@ -280,6 +276,8 @@ lmca_put_commit_many(lmca_t *h, lmca_put_t *ps, size_t n, int *results, lmca_err
             results[i] = rc;
         return rc;
     }
+    for (size_t i = 1; i < n; i++) /* the gate placed the first */
+        lmca__put_place(h, &ps[i]);
     for (size_t i = 0; i < n;) {
         size_t end = commit_group_end(ps, i, n);
         int grc = commit_group(h, ps + i, end - i, results + i, rc == LMCA_OK ? err : NULL);

@@ -262,7 +262,7 @@ ext_stats(Connector *self, PyObject *Py_UNUSED(ignored))
 #define U(x) (unsigned long long)(x)
     return Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
-        "s:K,s:K,s:K,s:K,s:K,s:K,s:O}",
+        "s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O}",
         "submitted", U(p.submitted),
         "completed", U(p.completed), "canceled", U(p.canceled), "queued", U(p.queued),
         "bytes_read", U(p.bytes_read), "bytes_written", U(p.bytes_written), "corrupt",
@@ -272,7 +272,10 @@ ext_stats(Connector *self, PyObject *Py_UNUSED(ignored))
         "guesses_confirmed", U(e.guesses_confirmed), "guesses_missed", U(e.guesses_missed),
         "puts_retried", U(e.puts_retried), "write_retries", U(e.write_retries),
         "dropped_full", U(e.dropped_full), "dropped_busy", U(e.dropped_busy),
-        "dropped_unsent", U(e.dropped_unsent), "puts_paced", U(e.puts_paced), "full",
+        "dropped_unsent", U(e.dropped_unsent), "puts_paced", U(e.puts_paced),
+        "clock_reservations", U(e.clock_reservations), "clock_resets", U(e.clock_resets),
+        "clock_local", U(e.clock_local), "hits_touched", U(e.hits_touched), "hits_fresh",
+        U(e.hits_fresh), "touches_failed", U(e.touches_failed), "full",
         e.full ? Py_True : Py_False);
 #undef U
 }

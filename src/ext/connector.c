@@ -761,13 +761,14 @@ static PyMethodDef connector_methods[] = {
      "segment's state and the payload's CRC verdict; None on a miss."},
     {"eviction", (PyCFunction)ext_eviction, METH_NOARGS,
      "eviction() -> dict: the eviction plan in force (enabled, records, target, per_second: "
-     "the most records this engine gives one second of void time), from its last look at "
+     "the most records one second of the shared clock gets), from its last look at "
      "the namespace"},
     {"stats", (PyCFunction)ext_stats, METH_NOARGS,
      "stats() -> dict: counters since open (pool work, corrupt records, aborted puts, "
      "records on the fast path and on the client's calls, backpressure: puts_retried, "
-     "write_retries, dropped_full, dropped_busy, dropped_unsent, puts_paced, and full: stores are "
-     "being dropped unsent)."},
+     "write_retries, dropped_full, dropped_busy, dropped_unsent, puts_paced; the shared clock: "
+     "clock_reservations, clock_resets, clock_local; hits moved to the head: hits_touched, "
+     "hits_fresh, touches_failed; and full: stores are being dropped unsent)."},
     {NULL, NULL, 0, NULL},
 };
 

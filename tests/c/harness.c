@@ -356,6 +356,12 @@ plant_bin(as_record *rec, const th_bin *b)
 int
 th_plant(const char *ns, const char *reckey, const th_bin *bins, size_t n)
 {
+    return th_plant_in(ns, TH_SET, reckey, bins, n);
+}
+
+int
+th_plant_in(const char *ns, const char *set, const char *reckey, const th_bin *bins, size_t n)
+{
     aerospike as;
     as_error e;
     as_key k;
@@ -366,7 +372,7 @@ th_plant(const char *ns, const char *reckey, const th_bin *bins, size_t n)
     direct_connect(&as);
     as_policy_write_init(&pol);
     pol.exists = AS_POLICY_EXISTS_CREATE_OR_REPLACE; /* exactly these bins */
-    as_key_init_str(&k, ns, TH_SET, reckey);
+    as_key_init_str(&k, ns, set, reckey);
     as_record_inita(&rec, (uint16_t)n);
     for (size_t i = 0; i < n; i++)
         plant_bin(&rec, &bins[i]);

@@ -134,6 +134,9 @@ typedef struct th_bin {
 /* Replaces record `reckey` (set TH_SET of `ns`) with exactly `bins`, TTL 60,
    with libaerospike directly. Returns the Aerospike status (0 = written). */
 int th_plant(const char *ns, const char *reckey, const th_bin *bins, size_t n);
+/* The same in another set of `ns`. */
+int th_plant_in(const char *ns, const char *set, const char *reckey, const th_bin *bins,
+                size_t n);
 
 /* Number of threads of this process (/proc/self/task). */
 int th_threads(void);

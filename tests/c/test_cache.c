@@ -140,19 +140,20 @@ TEST(void_times_follow_write_order_and_hold_few_records_a_second)
 
     /* Eight one-record chunks in well under a second: two a second of void
        time, so their places on the clock span four seconds, in the order
-       written; each is due 0 to 3 s after its place, by its write id. */
+       written. The clock is the namespace's: another test's handle may have
+       left it up to its lead (3 s) ahead. */
     for (int i = 0; i < 8; i++) {
         snprintf(keys[i], sizeof keys[i], "%s", th_key("clock"));
         ASSERT_RC(lmca_put(h, keys[i], buf, sizeof buf, NULL, &err), LMCA_OK, &err);
     }
     for (int i = 0; i < 8; i++) {
         ASSERT_RC(lmca_stat(h, keys[i], &meta, &err), LMCA_OK, &err);
-        ttl[i] = meta.ttl - (uint32_t)(meta.wid % 4); /* the place on the clock */
+        ttl[i] = meta.ttl;
     }
     for (int i = 1; i < 8; i++) /* a second crossed between two puts: one off */
         ASSERT(ttl[i] + 1 >= ttl[i - 1]);
     ASSERT(ttl[7] >= ttl[0] + 2 && ttl[7] <= ttl[0] + 5);
-    ASSERT(ttl[0] >= 95 && ttl[0] <= 101);
+    ASSERT(ttl[0] >= 95 && ttl[0] <= 104);
     lmca_close(h);
 }
 
@@ -368,6 +369,7 @@ TEST(read_touch_off_leaves_the_ttl_alone)
     th_config(&cfg, "small");
     cfg.default_ttl_seconds = 4;
     cfg.read_touch_ttl_percent = -1;
+    cfg.touch_on_hit = false;
     ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
     ASSERT_RC(lmca_put(h, key, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
     sleep(2);

@@ -1,0 +1,227 @@
+/*
+ * hits.c - a hit moves its chunk to the head of the eviction order.
+ *
+ * NSUP evicts the lowest void times first, so a chunk that was read must get a
+ * void time after every chunk stored before the read. The server's read-touch
+ * does not give that: it restarts a record's TTL at now + TTL, and the shared
+ * clock (clock.c) leads now + TTL by seconds while writers are busy, so a chunk
+ * read-touched then was placed behind everything stored in those seconds, about
+ * a whole 1 GiB cache at 160 MB/s (DESIGN.md, "A hit moves the chunk to the
+ * head"). So a get that found a chunk queues it here, and the queued chunks are
+ * touched together at new places on the clock: one reservation, then one batch
+ * call for their segments and one for their meta records (segments first, so
+ * a touch cut short leaves no meta record due after its segments).
+ *
+ * Off the get path. The pool's workers touch the queue when a worker would go
+ * idle, and when it is due while they are busy (HITS_BATCH chunks, or the
+ * oldest waited HITS_DUE_MS). A blocking lmca_get, whose caller has no worker
+ * to leave it to, touches its hit (and any queued) before it returns, and
+ * lmca_close touches what is left.
+ *
+ * Fresh hits. A chunk due within fresh_us() of the clock's head is among the
+ * newest already (NSUP evicts whole seconds: a second nearer the head changes
+ * nothing), and touching it would rewrite it for nothing: it is skipped
+ * (hits_fresh). So is a pinned chunk, which never expires.
+ *
+ * A touch is a hint: one the server refuses (a full namespace, a timeout) is
+ * counted (touches_failed) and dropped, never retried ahead of stores. One of a
+ * record that is gone (evicted, overwritten by another plan) is a no-op.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "schema.h"
+
+#define HITS_BATCH 64
+#define HITS_DUE_MS 20
+/* Fresh: due within a second of the head, or within the newest sixteenth of the
+   records the namespace holds when that is more. */
+#define FRESH_MIN_US 1000000u
+#define FRESH_SHARE 16
+
+static uint64_t
+mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void
+lmca__hits_init(lmca_t *h)
+{
+    pthread_mutex_init(&h->hits.lock, NULL);
+}
+
+void
+lmca__hits_destroy(lmca_t *h)
+{
+    for (size_t i = 0; i < h->hits.n; i++)
+        free(h->hits.queue[i]);
+    free(h->hits.queue);
+    pthread_mutex_destroy(&h->hits.lock);
+}
+
+static uint32_t
+records_of(uint32_t nseg)
+{
+    return nseg > 1 ? nseg + 1 : 1;
+}
+
+/* How near the head a chunk's void time is fresh, in µs. Without eviction
+   (per_second 0) a sixteenth of the TTL. */
+static uint64_t
+fresh_us(lmca_t *h)
+{
+    uint64_t k = atomic_load_explicit(&h->cache.per_second, memory_order_relaxed);
+    uint64_t records = atomic_load_explicit(&h->cache.records, memory_order_relaxed);
+    uint64_t us = k ? records / FRESH_SHARE * (1000000u / k)
+                    : (uint64_t)h->cfg.default_ttl_seconds * 1000000u / FRESH_SHARE;
+    return us > FRESH_MIN_US ? us : FRESH_MIN_US;
+}
+
+/* The chunk's void time is within fresh_us() of the head. meta->ttl is the
+   server's (whole seconds left, so the void second is due or due + 1): any
+   value only decides whether to touch. */
+static bool
+fresh(lmca_t *h, const lmca_meta_t *meta)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t due = ((uint64_t)ts.tv_sec + meta->ttl + 1) * 1000000u;
+    return due + fresh_us(h) > lmca__clock_head(h);
+}
+
+/* Takes the queue; NULL when empty. */
+static lmca__hit **
+take(lmca_t *h, size_t *n)
+{
+    lmca__hit **q;
+
+    pthread_mutex_lock(&h->hits.lock);
+    q = h->hits.queue;
+    *n = h->hits.n;
+    if (*n > 0) {
+        h->hits.queue = NULL;
+        h->hits.n = 0;
+    }
+    pthread_mutex_unlock(&h->hits.lock);
+    return *n > 0 ? q : NULL;
+}
+
+/* Touches the records of rows [0, n) in batch calls; counts the refusals. */
+static void
+touch_rows(lmca_t *h, lmca__row *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i += 4096) {
+        size_t m = n - i < 4096 ? n - i : 4096;
+        lmca__wire_write_many(h->wire, rows + i, m, NULL);
+        for (size_t k = 0; k < m; k++)
+            if (rows[i + k].result != LMCA_OK && rows[i + k].result != LMCA_MISS)
+                LMCA__COUNT(h, touches_failed);
+    }
+}
+
+/* Touches the chunks q[0, n): every record at its chunk's new void time. */
+static int
+touch(lmca_t *h, lmca__hit **q, size_t n, lmca_err_t *err)
+{
+    size_t records = 0, nsegs = 0, r = 0;
+    uint64_t k = atomic_load_explicit(&h->cache.per_second, memory_order_relaxed);
+    uint64_t step = k ? (1000000u / k ? 1000000u / k : 1) : 0, at;
+    char **keys;
+    lmca__row *rows;
+
+    for (size_t i = 0; i < n; i++) {
+        records += records_of(q[i]->nseg);
+        nsegs += q[i]->nseg > 1 ? q[i]->nseg : 0;
+    }
+    if ((keys = lmca__key_slab(records, sizeof(lmca__row), "touching hits", err)) == NULL)
+        return LMCA_ENOMEM;
+    rows = lmca__slab_extra(keys, records);
+    /* One place for all of them, in the order they were read: chunk i's
+       records follow chunk i - 1's. Segments in rows [0, nsegs), meta records
+       after them. */
+    at = lmca__clock_place(h, (uint32_t)(records < UINT32_MAX ? records : UINT32_MAX));
+    for (size_t i = 0; i < n; i++) {
+        uint32_t ttl = lmca__record_ttl(h, at / 1000000u, false);
+        for (uint32_t s = 0; q[i]->nseg > 1 && s < q[i]->nseg; s++, r++) {
+            lmca__segment_key(keys[r], q[i]->key, s);
+            rows[r] = (lmca__row){.key = keys[r], .ttl = ttl, .touch = true};
+        }
+        lmca__meta_key(keys[nsegs + i], q[i]->key);
+        rows[nsegs + i] = (lmca__row){.key = keys[nsegs + i], .ttl = ttl, .touch = true};
+        at += records_of(q[i]->nseg) * step;
+    }
+    if (nsegs > 0)
+        touch_rows(h, rows, nsegs);
+    touch_rows(h, rows + nsegs, n);
+    for (size_t i = 0; i < n; i++)
+        if (rows[nsegs + i].result == LMCA_OK)
+            LMCA__COUNT(h, hits_touched);
+    free(keys);
+    return LMCA_OK;
+}
+
+int
+lmca_touch_hits(lmca_t *h, lmca_err_t *err)
+{
+    size_t n;
+    lmca__hit **q = take(h, &n);
+    int rc = q ? touch(h, q, n, err) : LMCA_OK;
+
+    for (size_t i = 0; i < n; i++)
+        free(q[i]);
+    free(q);
+    return rc;
+}
+
+void
+lmca__touch_hits_due(lmca_t *h)
+{
+    size_t n;
+    uint64_t first;
+
+    pthread_mutex_lock(&h->hits.lock);
+    n = h->hits.n;
+    first = h->hits.first_ms;
+    pthread_mutex_unlock(&h->hits.lock);
+    if (n >= HITS_BATCH || (n > 0 && mono_ms() >= first + HITS_DUE_MS))
+        lmca_touch_hits(h, NULL);
+}
+
+void
+lmca__hit_found(lmca_t *h, const char *key, const lmca_meta_t *meta)
+{
+    size_t len = strlen(key) + 1;
+    lmca__hit *hit;
+    bool full;
+
+    if (!h->cfg.touch_on_hit || h->cfg.default_ttl_seconds <= 0 || meta->pin ||
+        meta->ttl == UINT32_MAX)
+        return;
+    if (fresh(h, meta)) {
+        LMCA__COUNT(h, hits_fresh);
+        return;
+    }
+    if ((hit = lmca__malloc(sizeof *hit + len)) == NULL)
+        return; /* a hint lost, nothing else */
+    hit->nseg = meta->nseg;
+    memcpy(hit->key, key, len);
+    pthread_mutex_lock(&h->hits.lock);
+    if (h->hits.queue == NULL && h->hits.n == 0)
+        h->hits.queue = lmca__calloc(LMCA__HITS_MAX, sizeof *h->hits.queue);
+    if (h->hits.queue == NULL || h->hits.n == LMCA__HITS_MAX) { /* being touched */
+        pthread_mutex_unlock(&h->hits.lock);
+        free(hit);
+        return;
+    }
+    if (h->hits.n == 0)
+        h->hits.first_ms = mono_ms();
+    h->hits.queue[h->hits.n++] = hit;
+    full = h->hits.n == LMCA__HITS_MAX;
+    pthread_mutex_unlock(&h->hits.lock);
+    if (full) /* bounded: the hit that filled the queue touches it */
+        lmca_touch_hits(h, NULL);
+}

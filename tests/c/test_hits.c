@@ -1,0 +1,260 @@
+/*
+ * test_hits.c - a hit moves its chunk to the head of the eviction order
+ * (src/engine/hits.c): after a get, the chunk is due after every chunk stored
+ * before the get, however far the shared clock leads now + TTL; fresh hits,
+ * pinned chunks and lookups touch nothing; the pool touches its gets' hits off
+ * the get path; a touch the server refuses is counted and dropped.
+ */
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "lmca_async.h"
+
+/* A handle on "small" whose clock runs ahead of now + TTL after a few puts:
+   one record per second of void time. */
+static lmca_t *
+open_slow_clock(bool touch_on_hit)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+
+    th_config(&cfg, "small");
+    cfg.default_ttl_seconds = 100;
+    cfg.records_per_void_second = 1;
+    cfg.touch_on_hit = touch_on_hit;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    return h;
+}
+
+static uint32_t
+ttl_of(lmca_t *h, const char *key)
+{
+    lmca_meta_t meta;
+    lmca_err_t err = {0};
+    ASSERT_RC(lmca_stat(h, key, &meta, &err), LMCA_OK, &err);
+    return meta.ttl;
+}
+
+/* Stores `n` one-record chunks; returns the last key. */
+static const char *
+store(lmca_t *h, int n)
+{
+    uint8_t buf[64] = {5};
+    lmca_err_t err = {0};
+    const char *key = NULL;
+    for (int i = 0; i < n; i++) {
+        key = th_key("later");
+        ASSERT_RC(lmca_put(h, key, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    }
+    return key;
+}
+
+TEST(a_hit_is_due_after_every_chunk_stored_before_it)
+{
+    lmca_t *h = open_slow_clock(true);
+    uint8_t buf[64] = {2}, out[64];
+    size_t got;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    const char *old = th_key("old"), *last;
+
+    ASSERT_RC(lmca_put(h, old, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    last = store(h, 4); /* the clock: 4 s on, ahead of now + TTL */
+    ASSERT(ttl_of(h, old) + 3 <= ttl_of(h, last));
+    ASSERT_RC(lmca_get(h, old, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+    ASSERT(ttl_of(h, old) > ttl_of(h, last)); /* at the head, past the lead */
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.hits_touched, 1);
+    lmca_close(h);
+}
+
+TEST(the_servers_read_touch_alone_leaves_a_hit_behind_the_lead)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    uint8_t buf[64] = {2}, out[64];
+    size_t got;
+    lmca_err_t err = {0};
+    const char *old = th_key("old"), *last;
+
+    /* Why the engine touches: the server restarts a read record's TTL at
+       now + TTL, which the clock has left behind. */
+    th_config(&cfg, "small");
+    cfg.default_ttl_seconds = 100;
+    cfg.records_per_void_second = 1;
+    cfg.touch_on_hit = false;
+    cfg.read_touch_ttl_percent = 100;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    /* A clock another test left ahead would be in `old`'s own TTL, which a
+       read-touch restarts: start it again at now + TTL. */
+    th_bin behind = TH_INT("next_us", 1);
+    ASSERT_EQ(th_plant_in("small", "lmca_clock", "void-clock", &behind, 1), 0);
+    ASSERT_RC(lmca_put(h, old, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    last = store(h, 4);
+    ASSERT_RC(lmca_get(h, old, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+    usleep(300 * 1000); /* the server touches after it answers */
+    ASSERT(ttl_of(h, old) < ttl_of(h, last));
+    lmca_close(h);
+}
+
+TEST(every_record_of_a_hit_chunk_moves_with_it)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    char reckey[LMCA_KEY_MAX + 16];
+    const char *key = th_key("segs"), *last;
+    size_t len, got;
+    uint8_t *buf, *out;
+    uint32_t meta_ttl, ttl;
+
+    th_config_segments(&cfg);
+    cfg.default_ttl_seconds = 100;
+    cfg.records_per_void_second = 1;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    len = 2 * lmca_limits(h)->target_segment_bytes + 1000;
+    buf = malloc(len);
+    out = malloc(len);
+    th_fill(buf, len, 4);
+    ASSERT_RC(lmca_put(h, key, buf, len, NULL, &err), LMCA_OK, &err);
+    last = store(h, 3);
+    ASSERT_RC(lmca_get(h, key, out, len, &got, NULL, &err), LMCA_OK, &err);
+    ASSERT(memcmp(buf, out, len) == 0);
+    meta_ttl = ttl_of(h, key);
+    ASSERT(meta_ttl > ttl_of(h, last));
+    for (uint32_t i = 0; i < 3; i++) {
+        snprintf(reckey, sizeof reckey, "%s|s|%u", key, i);
+        ASSERT_EQ(th_record_ttl("small", reckey, &ttl), 0);
+        ASSERT(ttl + 1 >= meta_ttl && ttl <= meta_ttl + 1); /* one second for all */
+    }
+    free(buf);
+    free(out);
+    lmca_close(h);
+}
+
+TEST(fresh_hits_pinned_chunks_and_lookups_touch_nothing)
+{
+    lmca_t *h = open_slow_clock(true);
+    uint8_t buf[64] = {2}, out[64];
+    size_t got, count;
+    lmca_err_t err = {0};
+    lmca_put_opts_t pin = {.pin = true};
+    lmca_stats_t st;
+    const char *fresh = th_key("fresh"), *pinned = th_key("pinned"), *looked = th_key("looked");
+    const char *keys[1] = {looked};
+
+    ASSERT_RC(lmca_put(h, looked, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_put(h, pinned, buf, sizeof buf, &pin, &err), LMCA_OK, &err);
+    store(h, 3);
+    ASSERT_RC(lmca_put(h, fresh, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_get(h, fresh, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_get(h, pinned, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_exists(h, looked, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_prefix(h, keys, 1, &count, NULL, &err), LMCA_OK, &err);
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.hits_fresh, 1);
+    ASSERT_EQ(st.hits_touched, 0);
+    ASSERT_EQ(ttl_of(h, pinned), UINT32_MAX);
+    lmca_close(h);
+}
+
+TEST(touch_on_hit_off_moves_nothing)
+{
+    lmca_t *h = open_slow_clock(false);
+    uint8_t buf[64] = {2}, out[64];
+    size_t got;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    const char *old = th_key("old"), *last;
+    uint32_t before;
+
+    ASSERT_RC(lmca_put(h, old, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    last = store(h, 4);
+    before = ttl_of(h, old);
+    ASSERT_RC(lmca_get(h, old, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+    ASSERT(ttl_of(h, old) <= before);
+    ASSERT(ttl_of(h, old) < ttl_of(h, last));
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.hits_touched + st.hits_fresh, 0);
+    lmca_close(h);
+}
+
+TEST(the_pool_moves_its_gets_hits_once_idle)
+{
+    lmca_t *h = open_slow_clock(true);
+    lmca_pool_t *p = NULL;
+    uint8_t buf[64] = {2}, out[3][64];
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    const char *keys[3] = {th_key("pooled"), th_key("pooled"), th_key("pooled")}, *last;
+    void *bufs[3] = {out[0], out[1], out[2]};
+    size_t lens[3] = {64, 64, 64};
+    lmca_batch_t b = {.op = LMCA_OP_GET, .n = 3, .keys = keys, .bufs = bufs, .lens = lens};
+    uint64_t id;
+    bool done = false;
+
+    for (int i = 0; i < 3; i++)
+        ASSERT_RC(lmca_put(h, keys[i], buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    last = store(h, 3);
+    ASSERT_RC(lmca_pool_open(h, 2, &p, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_pool_submit(p, &b, &id, &err), LMCA_OK, &err);
+    for (int spins = 0; !done && spins < 100; spins++) {
+        struct pollfd pfd = {.fd = lmca_pool_fd(p), .events = POLLIN};
+        poll(&pfd, 1, 100);
+        for (lmca_completion_t *c = lmca_pool_drain(p), *next; c; c = next) {
+            next = c->next;
+            done |= c->id == id && c->status == LMCA_OK && c->results[0] && c->results[2];
+            lmca_completion_free(c);
+        }
+    }
+    ASSERT(done);
+    /* The completion came first; the touches follow, from an idle worker. */
+    for (int spins = 0; spins < 50; spins++) {
+        lmca_stats(h, &st);
+        if (st.hits_touched == 3)
+            break;
+        usleep(20 * 1000);
+    }
+    ASSERT_EQ(st.hits_touched, 3);
+    for (int i = 0; i < 3; i++)
+        ASSERT(ttl_of(h, keys[i]) > ttl_of(h, last));
+    lmca_pool_destroy(p);
+    lmca_close(h);
+}
+
+TEST(a_refused_touch_is_counted_and_dropped)
+{
+    lmca_t *h;
+    uint8_t buf[64] = {2}, out[64];
+    size_t got;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    const char *old = th_key("old");
+
+    th_need_fixture("fault injection on touches");
+    h = open_slow_clock(true);
+    ASSERT_RC(lmca_put(h, old, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    store(h, 3);
+    th_fault("kind=result;code=8;op=touch"); /* the namespace full */
+    ASSERT_RC(lmca_get(h, old, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+    th_info("fixture-clear-faults");
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.hits_touched, 0);
+    ASSERT_EQ(st.touches_failed, 1);
+    lmca_close(h);
+}
+
+TEST_LIST = {
+    T(a_hit_is_due_after_every_chunk_stored_before_it),
+    T(the_servers_read_touch_alone_leaves_a_hit_behind_the_lead),
+    T(every_record_of_a_hit_chunk_moves_with_it),
+    T(fresh_hits_pinned_chunks_and_lookups_touch_nothing),
+    T(touch_on_hit_off_moves_nothing),
+    T(the_pool_moves_its_gets_hits_once_idle),
+    T(a_refused_touch_is_counted_and_dropped),
+};
+TEST_MAIN()
