@@ -105,8 +105,12 @@ lmca_eviction_plan(const lmca_server_info_t *srv, const lmca_limits_t *limits,
        (fewer, larger records than the truth: a smaller target, the safe side). */
     mean = srv->objects >= FEW_OBJECTS && srv->data_used_bytes > 0
                ? (uint64_t)srv->data_used_bytes / (uint64_t)srv->objects
-           : mean_hint > 0 ? mean_hint
-                           : limits->target_segment_bytes;
+               : 0;
+    /* Right after many removals the space is freed later than the objects are
+       counted (blocks wait for defrag): a mean above the largest record the
+       namespace takes is no mean, and made the plan 0 records, a second 1. */
+    if (mean == 0 || mean > limits->max_segment_bytes + LMCA__MIB)
+        mean = mean_hint > 0 ? mean_hint : limits->target_segment_bytes;
     records = capacity(srv) / 100 * (uint64_t)srv->evict_used_pct / (mean ? mean : 1);
     /* Never-expiring records (pinned chunks) are not in NSUP's histogram. */
     if (srv->objects > 0 && srv->non_expirable_objects > 0 &&

@@ -90,6 +90,11 @@ TEST(eviction_plan_leaves_pinned_records_out_and_guesses_an_empty_namespace)
     ASSERT(e.per_second >= 1);
     lmca_eviction_plan(&s, &l, &cfg, 65536, &e);
     ASSERT_EQ(e.records, (1073741824ull / 100 * 50) / 65536);
+    /* Just after many removals: objects counted, their space not freed yet; a
+       mean above the largest record is no mean (it made the plan 0 records). */
+    s = evicting(100, 1000 * 1048576ll, 0);
+    lmca_eviction_plan(&s, &l, &cfg, 65536, &e);
+    ASSERT_EQ(e.records, (1073741824ull / 100 * 50) / 65536);
 }
 
 TEST(eviction_plan_is_off_without_eviction_nsup_or_a_ttl)
