@@ -224,6 +224,9 @@ typedef struct lmca_server_info {
     int64_t non_expirable_objects; /* ... of which never expire (never evicted) */
     int64_t data_used_bytes;
     int64_t data_total_bytes;      /* the namespace's capacity, memory or device */
+    int64_t evicted_objects;       /* records NSUP evicted since the node started */
+    bool hwm_breached;             /* data used is past evict-used-pct (NSUP's trigger) */
+    bool stop_writes;              /* the namespace refuses writes */
 } lmca_server_info_t;
 
 /*
@@ -514,6 +517,8 @@ typedef struct lmca_stats {
     uint64_t hits_touched;      /* chunks a hit moved to the head */
     uint64_t hits_fresh;        /* hits near the head already, not touched */
     uint64_t touches_failed;    /* records whose touch the server refused */
+    uint64_t mends;             /* times NSUP had stalled and this handle mended it */
+    uint64_t mended_records;    /* records those mends removed */
     bool full;                  /* puts are being dropped unsent right now */
 } lmca_stats_t;
 

@@ -46,7 +46,8 @@
    when a namespace filled from empty faster than the plan allowed. */
 #define LEAD_SECONDS 3
 /* How often a writing handle looks at the namespace again; every second while
-   the namespace is nearly empty, whose mean record is a guess. */
+   the namespace is nearly empty, whose mean record is a guess, or past
+   evict-used-pct, where a stalled NSUP must be seen soon (mend.c). */
 #define WATCH_MS 10000
 #define WATCH_EARLY_MS 1000
 #define FEW_OBJECTS 64
@@ -167,6 +168,8 @@ lmca__cache_open(lmca_t *h)
     lmca_eviction_t e;
     lmca_eviction_plan(&h->server, &h->limits, &h->cfg, 0, &e);
     set_plan(h, &e);
+    /* mend.c: handles that see one stall act one after the other. */
+    h->cache.stall_ms = LMCA__STALL_MS + h->wid_seed % LMCA__STALL_MS;
     atomic_store(&h->cache.watch_next_ms,
                  mono_ms() + (h->server.objects < FEW_OBJECTS ? WATCH_EARLY_MS : WATCH_MS));
     if (e.enabled)
@@ -196,8 +199,12 @@ lmca__cache_watch(lmca_t *h)
         lmca_server_info_parse(answer, &srv, NULL) == LMCA_OK) {
         lmca_eviction_plan(&srv, &h->limits, &h->cfg, own_mean(h), &e);
         set_plan(h, &e);
-        if (srv.objects < FEW_OBJECTS)
+        /* Nearly empty (the mean record is a guess) or past evict-used-pct (a
+           stall is seen within a few NSUP cycles): look again soon. */
+        if (srv.objects < FEW_OBJECTS || srv.hwm_breached)
             atomic_store(&h->cache.watch_next_ms, now + WATCH_EARLY_MS);
+        if (e.enabled)
+            lmca__mend_watch(h, &srv, now);
     }
     free(answer);
 }
@@ -378,6 +385,12 @@ lmca_put_backoff(lmca_t *h, lmca_put_t *p, int rc)
     uint32_t n, wait;
 
     if (rc != LMCA_EFULL && rc != LMCA_EBUSY)
+        return -1;
+    /* Dropped unsent by the gate: it learnt nothing new of the namespace, and
+       closing the gate again for it would keep a steady stream of puts from ever
+       letting one through to look (the gate then stayed shut after NSUP freed
+       room). */
+    if (__atomic_load_n(&p->dropped, __ATOMIC_RELAXED))
         return -1;
     now = mono_ms();
     if (rc == LMCA_EFULL) {

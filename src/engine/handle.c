@@ -173,6 +173,8 @@ lmca_stats(lmca_t *h, lmca_stats_t *out)
     LOAD(hits_touched);
     LOAD(hits_fresh);
     LOAD(touches_failed);
+    LOAD(mends);
+    LOAD(mended_records);
 #undef LOAD
     {
         uint64_t until = atomic_load_explicit(&h->cache.full_until_ms, memory_order_relaxed);

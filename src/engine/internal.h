@@ -58,6 +58,7 @@ typedef struct lmca__counters {
     atomic_uint_fast64_t puts_paced;
     atomic_uint_fast64_t clock_reservations, clock_resets, clock_local;
     atomic_uint_fast64_t hits_touched, hits_fresh, touches_failed;
+    atomic_uint_fast64_t mends, mended_records;
 } lmca__counters;
 
 /* The handle's part of the shared void-time clock (clock.c): its lease of
@@ -104,6 +105,10 @@ typedef struct lmca__cache {
     atomic_uint_fast64_t landed_ms;     /* when a refused put last landed */
     atomic_bool full_known;             /* a put gave up on stop-writes, none landed since */
     atomic_uint_fast64_t warn_next_ms;  /* the next warning about drops, not before */
+    /* mend.c, on the watching thread only: */
+    uint64_t evicted_seen;              /* evicted_objects at the last look */
+    uint64_t stalled_since_ms;          /* past evict-used-pct, nothing evicted, since */
+    uint64_t stall_ms;                  /* ... how long before this handle mends */
 } lmca__cache;
 
 #define LMCA__COUNT(h, field) atomic_fetch_add_explicit(&(h)->counters.field, 1, memory_order_relaxed)
@@ -163,6 +168,13 @@ void lmca__hits_init(lmca_t *h);
 void lmca__hits_destroy(lmca_t *h);
 void lmca__hit_found(lmca_t *h, const char *key, const lmca_meta_t *meta);
 void lmca__touch_hits_due(lmca_t *h);
+
+/* mend.c: from each look at the namespace; mends it when NSUP evicted nothing
+   for a while past evict-used-pct. */
+void lmca__mend_watch(lmca_t *h, const lmca_server_info_t *srv, uint64_t now_ms);
+/* A stall lasts at least this long (and up to as much again, per handle) before
+   a mend. */
+#define LMCA__STALL_MS 8000u
 
 /* Places a begun put on the clock, once, whichever of its steps comes first
    (lmca_put_pace and the steps call it; pinned puts have no place). */

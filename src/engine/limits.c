@@ -78,6 +78,14 @@ info_body(const char *info, size_t *n)
     return s;
 }
 
+static bool
+is_true(const char *s, size_t n, const char *key)
+{
+    size_t len;
+    const char *v = find_value(s, n, key, &len);
+    return v != NULL && len == 4 && memcmp(v, "true", 4) == 0;
+}
+
 int
 lmca_server_info_parse(const char *info, lmca_server_info_t *out, lmca_err_t *err)
 {
@@ -107,6 +115,7 @@ lmca_server_info_parse(const char *info, lmca_server_info_t *out, lmca_err_t *er
         {"non_expirable_objects", offsetof(lmca_server_info_t, non_expirable_objects), false},
         {"data_used_bytes", offsetof(lmca_server_info_t, data_used_bytes), false},
         {"data_total_bytes", offsetof(lmca_server_info_t, data_total_bytes), false},
+        {"evicted_objects", offsetof(lmca_server_info_t, evicted_objects), false},
     };
     size_t n, len;
     const char *s, *v;
@@ -117,7 +126,7 @@ lmca_server_info_parse(const char *info, lmca_server_info_t *out, lmca_err_t *er
     out->stop_writes_sys_memory_pct = out->data_size = -1;
     out->evict_used_pct = out->evict_tenths_pct = out->evict_hist_buckets = -1;
     out->objects = out->non_expirable_objects = -1;
-    out->data_used_bytes = out->data_total_bytes = -1;
+    out->data_used_bytes = out->data_total_bytes = out->evicted_objects = -1;
     if (info == NULL)
         return lmca__fail(err, LMCA_ENAMESPACE, 0, "namespace info: no answer");
     s = info_body(info, &n);
@@ -140,8 +149,9 @@ lmca_server_info_parse(const char *info, lmca_server_info_t *out, lmca_err_t *er
         else
             *(int64_t *)((char *)out + fields[i].offset) = x;
     }
-    v = find_value(s, n, "allow-ttl-without-nsup", &len);
-    out->allow_ttl_without_nsup = v != NULL && len == 4 && memcmp(v, "true", 4) == 0;
+    out->allow_ttl_without_nsup = is_true(s, n, "allow-ttl-without-nsup");
+    out->hwm_breached = is_true(s, n, "hwm_breached");
+    out->stop_writes = is_true(s, n, "stop_writes");
     return LMCA_OK;
 }
 

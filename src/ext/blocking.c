@@ -262,7 +262,7 @@ ext_stats(Connector *self, PyObject *Py_UNUSED(ignored))
 #define U(x) (unsigned long long)(x)
     return Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
-        "s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O}",
+        "s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O}",
         "submitted", U(p.submitted),
         "completed", U(p.completed), "canceled", U(p.canceled), "queued", U(p.queued),
         "bytes_read", U(p.bytes_read), "bytes_written", U(p.bytes_written), "corrupt",
@@ -275,7 +275,8 @@ ext_stats(Connector *self, PyObject *Py_UNUSED(ignored))
         "dropped_unsent", U(e.dropped_unsent), "puts_paced", U(e.puts_paced),
         "clock_reservations", U(e.clock_reservations), "clock_resets", U(e.clock_resets),
         "clock_local", U(e.clock_local), "hits_touched", U(e.hits_touched), "hits_fresh",
-        U(e.hits_fresh), "touches_failed", U(e.touches_failed), "full",
+        U(e.hits_fresh), "touches_failed", U(e.touches_failed), "mends", U(e.mends),
+        "mended_records", U(e.mended_records), "full",
         e.full ? Py_True : Py_False);
 #undef U
 }

@@ -768,7 +768,8 @@ static PyMethodDef connector_methods[] = {
      "records on the fast path and on the client's calls, backpressure: puts_retried, "
      "write_retries, dropped_full, dropped_busy, dropped_unsent, puts_paced; the shared clock: "
      "clock_reservations, clock_resets, clock_local; hits moved to the head: hits_touched, "
-     "hits_fresh, touches_failed; and full: stores are being dropped unsent)."},
+     "hits_fresh, touches_failed; a stalled NSUP mended: mends, mended_records; and full: stores "
+     "are being dropped unsent)."},
     {NULL, NULL, 0, NULL},
 };
 
