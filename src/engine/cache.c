@@ -113,8 +113,10 @@ lmca_eviction_plan(const lmca_server_info_t *srv, const lmca_limits_t *limits,
     if (mean == 0 || mean > limits->max_segment_bytes + LMCA__MIB)
         mean = mean_hint > 0 ? mean_hint : limits->target_segment_bytes;
     records = capacity(srv) / 100 * (uint64_t)srv->evict_used_pct / (mean ? mean : 1);
-    /* Never-expiring records (pinned chunks) are not in NSUP's histogram. */
-    if (srv->objects > 0 && srv->non_expirable_objects > 0 &&
+    /* Never-expiring records (pinned chunks) are not in NSUP's histogram. Their
+       share of a nearly empty namespace says nothing: there the shared clock's
+       own record alone was all of it, and made the plan 0 records. */
+    if (srv->objects >= FEW_OBJECTS && srv->non_expirable_objects > 0 &&
         srv->non_expirable_objects <= srv->objects)
         records -= (uint64_t)((double)records * (double)srv->non_expirable_objects /
                               (double)srv->objects);

@@ -95,6 +95,10 @@ TEST(eviction_plan_leaves_pinned_records_out_and_guesses_an_empty_namespace)
     s = evicting(100, 1000 * 1048576ll, 0);
     lmca_eviction_plan(&s, &l, &cfg, 65536, &e);
     ASSERT_EQ(e.records, (1073741824ull / 100 * 50) / 65536);
+    /* Empty but for the shared clock's record, which never expires. */
+    s = evicting(1, 80, 1);
+    lmca_eviction_plan(&s, &l, &cfg, 65536, &e);
+    ASSERT_EQ(e.records, (1073741824ull / 100 * 50) / 65536);
 }
 
 TEST(eviction_plan_is_off_without_eviction_nsup_or_a_ttl)

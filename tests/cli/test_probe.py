@@ -561,3 +561,29 @@ def test_probe_reports_a_namespace_mostly_pinned(capsys, own_server):
     assert code == 1 and doc["problems"] == [
         f"{where}: pinned (never-expiring) records are 75% of the namespace and are never "
         f"evicted; unpin what need not stay (lmcache-aerospike unpin)"]
+
+
+def stripes(data_size):
+    """The per-stripe statistics REAL_8_1 cut: 8 stripes, as an 8.1 memory node sends."""
+    return {f"storage-engine_dot_stripe[{i}]_dot_used_bytes": data_size // 16 for i in range(8)}
+
+
+@pytest.mark.parametrize("size, evict, says", [
+    (512 << 20, 50, "set evict-used-pct to at most 37, or data-size to at least 768.0 MiB"),
+    (1 << 30, 60, "set evict-used-pct to at most 56, or data-size to at least 1.2 GiB"),
+    (512 << 20, 37, None),  # the 512 MiB recipe measured whole at 30
+    (2 << 30, 50, None),  # the README's recipe
+])
+def test_a_memory_namespace_too_small_for_its_stripes_is_a_problem(size, evict, says):
+    v = ready(**{"storage-engine_dot_data__size": size, "data_total_bytes": size,
+                 "storage-engine_dot_evict__used__pct": evict, **stripes(size)})
+    assert v.stripes == 8
+    problems, _ = probe.eviction_problems([v], settings(86400))
+    if says is None:
+        assert problems == []
+        return
+    blocks = size // 8 // (8 << 20)
+    assert problems == [f"{WHERE} is 8 stripes of {blocks} write blocks of 8 MiB: at "
+                        f"evict-used-pct {evict} a stripe runs out of free blocks before NSUP "
+                        f"evicts (blocks hold records of many ages and are reused only once "
+                        f"defrag empties them), and every store is refused; {says}"]

@@ -66,7 +66,7 @@ def survivors(hosts, tag, n, size):
     """Which of chunks 0..n-1 read back whole, and how many read back wrong. The
     reads do not touch: a read-touch would make each chunk read the newest, and
     NSUP, still evicting, would take the ones not read yet first."""
-    conn = connector(hosts, tag, read_touch_ttl_percent=-1)
+    conn = connector(hosts, tag, read_touch_ttl_percent=-1, touch_on_hit=False)
     hit, wrong, out = [False] * n, 0, bytearray(size)
     for i in reversed(range(n)):
         if conn.get(f"{tag}/{i}", out) is not None:

@@ -10,7 +10,7 @@ Request body: commands, each ended by '\\n'. Response body: for each command
 import base64
 
 from .faults import FaultSpecError
-from .store import CONFIG_KEYS, DEVICE_ONLY_KEYS, WBLOCK_SIZE, now_void_time
+from .store import CONFIG_KEYS, DEVICE_ONLY_KEYS, MEMORY_STRIPES, WBLOCK_SIZE, now_void_time
 
 BUILD = "8.1.2.0"
 EDITION = "Aerospike Community Edition"
@@ -261,6 +261,14 @@ class InfoHandler:
                 ("storage-engine.file[0].free_wblocks", free),
                 ("storage-engine.file[0].write_q", write_q),
             ]
+        elif not cfg.legacy:
+            # A 7.1+ memory namespace is MEMORY_STRIPES stripes (drv_mem.c): the
+            # fixture spreads its bytes evenly over them.
+            free = max(cfg.data_size - used, 0) // WBLOCK_SIZE // MEMORY_STRIPES
+            for i in range(MEMORY_STRIPES):
+                pairs += [("storage-engine.stripe[%d].used_bytes" % i, used // MEMORY_STRIPES),
+                          ("storage-engine.stripe[%d].free_wblocks" % i, free),
+                          ("storage-engine.stripe[%d].defrag_q" % i, 0)]
         for kind, outcomes in TRANSACTION_STATS:
             pairs += [("%s_%s" % (kind, o), counts.get("%s_%s" % (kind, o), 0)) for o in outcomes]
         pairs += [(name, counts.get(name, 0)) for name in READ_TOUCH_STATS]

@@ -38,6 +38,7 @@ END_MARK_SIZE = 4
 MiB = 1 << 20
 MEM_WRITE_BLOCK_SIZE = 8 * MiB  # cap when nothing else applies
 WBLOCK_SIZE = 8 * MiB  # as/include/storage/storage.h WBLOCK_SZ
+MEMORY_STRIPES = 8  # a memory namespace's stripes (drv_mem.c), as CE 8.1 reports them
 DEFAULT_MAX_WRITE_CACHE = 64 * MiB  # storage.h DEFAULT_MAX_WRITE_CACHE (also the minimum)
 DEFAULT_POST_WRITE_CACHE = 256 * MiB  # storage.h DEFAULT_POST_WRITE_CACHE
 DEFAULT_FLUSH_SIZE = 1 * MiB  # storage.h DEFAULT_FLUSH_SIZE

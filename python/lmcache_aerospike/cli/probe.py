@@ -30,7 +30,9 @@ PINNED_SHARE_PCT = 50  # never-expiring records above this share of the namespac
 PINNED_MIN_OBJECTS = 64  # ... of at least this many: a few records' share says nothing
 MIN_WRITE_CACHE = 256 << 20  # a device's max-write-cache below this overloads under load
 MAX_EVICT_PLUS_AVAIL = 90  # evict-used-pct + stop-writes-avail-pct: room defrag needs
+STRIPE_SPARE_BLOCKS = 4  # free blocks a memory stripe needs at evict-used-pct
 MiB = 1 << 20
+WBLOCK = 8 * MiB  # the write block of 7.1+ (memory and device)
 
 EXAMPLES = """\
 examples:
@@ -51,7 +53,10 @@ evict-used-pct 0 (eviction off); evict-used-pct at or above stop-writes-used-pct
 time wider than a second (default_ttl_seconds / evict-hist-buckets), which NSUP
 evicts whole or not at all; evict-tenths-pct below 10; never-expiring records
 above half the namespace; on a device, max-write-cache below 256 MiB, and
-evict-used-pct + stop-writes-avail-pct above 90 (defrag cannot keep blocks free).
+evict-used-pct + stop-writes-avail-pct above 90 (defrag cannot keep blocks free);
+in memory, evict-used-pct too high for the write blocks of a stripe (a small
+namespace: its stripes run out of free blocks before NSUP evicts), with the
+highest evict-used-pct and the smallest data-size that work.
 It notes how fast NSUP can evict (records per cycle of nsup-period + 1 s) and a
 device's post-write-cache.
 """
@@ -289,6 +294,7 @@ def eviction_problems(views: list[server.NodeNamespace], settings: Settings,
                             f"free; lower evict-used-pct (now {evict}) to "
                             f"{MAX_EVICT_PLUS_AVAIL - swa} or stop-writes-avail-pct "
                             f"(now {swa})")
+        _stripe_check(v, where, evict, problems)
         ttl = effective_ttl(v, settings)
         buckets = v.evict_hist_buckets
         if ttl is not None and buckets:
@@ -352,6 +358,34 @@ def _device_checks(v: server.NodeNamespace, where: str, problems: list[str],
     if v.post_write_cache is not None:
         out_notes.append(f"node {v.node}: post-write-cache {output.size(v.post_write_cache)} "
                          f"(recently written blocks kept in memory)")
+
+
+def max_evict_pct(blocks_per_stripe: int) -> int:
+    """The highest evict-used-pct at which a memory namespace with this many write
+    blocks per stripe keeps free blocks (DESIGN.md, "Every size"): records of many
+    ages share a block, a block is reused only once defrag empties it (below
+    defrag-lwm-pct), so blocks in use are about three quarters full, and each stripe
+    needs STRIPE_SPARE_BLOCKS free besides: evict-used-pct <= 75 x (1 - spare /
+    blocks). Measured: 8 blocks (512 MiB) out of space at 46 % used with 50, whole
+    at 30; 32 blocks (2 GiB) whole at 50."""
+    return max(0, 75 * (blocks_per_stripe - STRIPE_SPARE_BLOCKS) // blocks_per_stripe)
+
+
+def _stripe_check(v: server.NodeNamespace, where: str, evict: int,
+                  problems: list[str]) -> None:
+    if v.is_device or not v.stripes or not v.total_bytes:
+        return
+    blocks = v.total_bytes // v.stripes // WBLOCK
+    limit = max_evict_pct(blocks)
+    if evict <= limit:
+        return
+    need = next((b for b in range(blocks + 1, 1 << 16) if max_evict_pct(b) >= evict), None)
+    size = f", or data-size to at least {output.size(need * v.stripes * WBLOCK)}" if need else ""
+    problems.append(f"{where} is {v.stripes} stripes of {blocks} write blocks of 8 MiB: at "
+                    f"evict-used-pct {evict} a stripe runs out of free blocks before NSUP "
+                    f"evicts (blocks hold records of many ages and are reused only once "
+                    f"defrag empties them), and every store is refused; set evict-used-pct "
+                    f"to at most {limit}{size}")
 
 
 def _or_unknown(value: int | None) -> str:

@@ -110,6 +110,7 @@ class NodeNamespace:
     max_write_cache: int | None = None
     post_write_cache: int | None = None
     defrag_lwm_pct: int | None = None
+    stripes: int | None = None  # a memory namespace's stripes (7.1+), None if not said
 
     @classmethod
     def parse(cls, node: str, address: str, answer: str) -> "NodeNamespace":
@@ -124,6 +125,9 @@ class NodeNamespace:
             setattr(view, name, kv[key] == "true" if key in kv else None)
         for name, key in STRINGS.items():
             setattr(view, name, kv.get(key) or None)
+        stripes = sum(1 for k in kv if k.startswith("storage-engine.stripe[")
+                      and k.endswith("].used_bytes"))
+        view.stripes = stripes or None
         if view.used_pct is None and view.used_bytes is not None and view.total_bytes:
             view.used_pct = 100 * view.used_bytes // view.total_bytes
         return view
