@@ -501,7 +501,7 @@ OWN_NAMESPACES = [
     f"ready:storage-engine=device,data-size=1G,max-record-size=1M,{READY},max-write-cache=256M",
     f"dev:storage-engine=device,data-size=1G,max-record-size=1M,{READY}".replace(
         "evict-used-pct=60", "evict-used-pct=86,stop-writes-used-pct=90"),
-    f"pinned:data-size=1G,max-record-size=1M,{READY}",
+    f"pinned:data-size=2G,max-record-size=1M,{READY}",  # 1G at 60: stripes too small
 ]
 
 
