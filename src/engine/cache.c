@@ -59,22 +59,6 @@
 /* Aerospike refuses TTLs above 10 years. */
 #define TTL_MAX 315360000u
 
-static uint64_t
-now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static uint64_t
-mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* ---------------------------------------------------------------------------
  * The eviction plan (pure).
  */
@@ -173,7 +157,7 @@ lmca__cache_open(lmca_t *h)
     /* mend.c: handles that see one stall act one after the other. */
     h->cache.stall_ms = LMCA__STALL_MS + h->wid_seed % LMCA__STALL_MS;
     atomic_store(&h->cache.watch_next_ms,
-                 mono_ms() + (h->server.objects < FEW_OBJECTS ? WATCH_EARLY_MS : WATCH_MS));
+                 lmca__mono_ms() + (h->server.objects < FEW_OBJECTS ? WATCH_EARLY_MS : WATCH_MS));
     if (e.enabled)
         lmca__log(&h->cfg, LMCA_LOG_INFO,
                   "namespace '%s' evicts: at most %llu of about %llu records per NSUP cycle; "
@@ -187,7 +171,7 @@ lmca__cache_open(lmca_t *h)
 void
 lmca__cache_watch(lmca_t *h)
 {
-    uint64_t now = mono_ms(), next = atomic_load_explicit(&h->cache.watch_next_ms,
+    uint64_t now = lmca__mono_ms(), next = atomic_load_explicit(&h->cache.watch_next_ms,
                                                            memory_order_relaxed);
     char req[64], *answer = NULL;
     lmca_server_info_t srv;
@@ -248,7 +232,7 @@ lmca_put_pace(lmca_t *h, lmca_put_t *p)
     if (h->cfg.default_ttl_seconds <= 0 || void_at <= ahead)
         return 0;
     send_us = (void_at - ahead) * 1000000u;
-    if (send_us <= (now = now_us()))
+    if (send_us <= (now = lmca__now_us()))
         return 0;
     if (!__atomic_exchange_n(&p->paced, true, __ATOMIC_RELAXED))
         LMCA__COUNT(h, puts_paced);
@@ -264,7 +248,7 @@ lmca__record_ttl(const lmca_t *h, uint64_t void_at, bool pin)
         return UINT32_MAX;
     if (void_at == 0) /* Aerospike's special TTLs: 0 default, -1 never, -2 keep */
         return (uint32_t)h->cfg.default_ttl_seconds;
-    now = now_us() / 1000000u;
+    now = lmca__now_us() / 1000000u;
     if (void_at <= now)
         return 1;
     return void_at - now > TTL_MAX ? TTL_MAX : (uint32_t)(void_at - now);
@@ -278,7 +262,7 @@ static void
 warn_drops(lmca_t *h, int rc)
 {
     lmca__cache *c = &h->cache;
-    uint64_t now = mono_ms(), next = atomic_load(&c->warn_next_ms);
+    uint64_t now = lmca__mono_ms(), next = atomic_load(&c->warn_next_ms);
     uint64_t full = atomic_load(&h->counters.dropped_full);
     uint64_t busy = atomic_load(&h->counters.dropped_busy);
     uint64_t unsent = atomic_load(&h->counters.dropped_unsent);
@@ -334,7 +318,7 @@ lmca__cache_gate(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
     uint64_t now, until = atomic_load_explicit(&h->cache.full_until_ms, memory_order_relaxed);
 
     lmca__cache_watch(h);
-    if (until == 0 || (now = mono_ms()) >= until) {
+    if (until == 0 || (now = lmca__mono_ms()) >= until) {
         lmca__put_place(h, p);
         return LMCA_OK;
     }
@@ -351,7 +335,7 @@ lmca__cache_landed(lmca_t *h, lmca_put_t *p)
 {
     if (__atomic_load_n(&p->refusals, __ATOMIC_RELAXED) > 0) {
         LMCA__COUNT(h, puts_retried);
-        atomic_store_explicit(&h->cache.landed_ms, mono_ms(), memory_order_relaxed);
+        atomic_store_explicit(&h->cache.landed_ms, lmca__mono_ms(), memory_order_relaxed);
     }
     if (atomic_load_explicit(&h->cache.full_known, memory_order_relaxed))
         atomic_store(&h->cache.full_known, false);
@@ -394,7 +378,7 @@ lmca_put_backoff(lmca_t *h, lmca_put_t *p, int rc)
        room). */
     if (__atomic_load_n(&p->dropped, __ATOMIC_RELAXED))
         return -1;
-    now = mono_ms();
+    now = lmca__mono_ms();
     if (rc == LMCA_EFULL) {
         uint64_t until = atomic_load(&h->cache.full_until_ms);
         /* The gate closed while this put waited, or this put was the one let

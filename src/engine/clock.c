@@ -44,22 +44,6 @@
 #define CATCH_UP_US 1000000u
 #define SANE_AHEAD_US (3600ull * 1000000u)
 
-static uint64_t
-now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static uint64_t
-mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 void
 lmca__clock_init(lmca_t *h)
 {
@@ -118,13 +102,13 @@ lmca__clock_place(lmca_t *h, uint32_t records)
 
     if (h->cfg.default_ttl_seconds <= 0) /* never, keep, or the namespace's default */
         return 0;
-    base = now_us() + (uint64_t)h->cfg.default_ttl_seconds * 1000000u;
+    base = lmca__now_us() + (uint64_t)h->cfg.default_ttl_seconds * 1000000u;
     k = atomic_load_explicit(&h->cache.per_second, memory_order_relaxed);
     if (k == 0) /* the namespace does not evict: real time is order enough */
         return base;
     step = 1000000u / k ? 1000000u / k : 1;
     need = (uint64_t)records * step;
-    mono = mono_ms();
+    mono = lmca__mono_ms();
 
     pthread_mutex_lock(&c->lock);
     if (c->expires_ms > mono && c->next_us + need <= c->end_us) {
@@ -168,7 +152,7 @@ lmca__clock_place(lmca_t *h, uint32_t records)
 uint64_t
 lmca__clock_head(lmca_t *h)
 {
-    uint64_t base = now_us() + (uint64_t)h->cfg.default_ttl_seconds * 1000000u, head;
+    uint64_t base = lmca__now_us() + (uint64_t)h->cfg.default_ttl_seconds * 1000000u, head;
 
     pthread_mutex_lock(&h->clock.lock);
     head = h->clock.head_us;

@@ -176,12 +176,8 @@ lmca_stats(lmca_t *h, lmca_stats_t *out)
     LOAD(mends);
     LOAD(mended_records);
 #undef LOAD
-    {
-        uint64_t until = atomic_load_explicit(&h->cache.full_until_ms, memory_order_relaxed);
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        out->full = until > (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-    }
+    out->full = atomic_load_explicit(&h->cache.full_until_ms, memory_order_relaxed) >
+                lmca__mono_ms();
     lmca__wire_paths(h->wire, &out->fast_ops, &out->client_ops);
 }
 

@@ -40,14 +40,6 @@
 #define FRESH_MIN_US 1000000u
 #define FRESH_SHARE 16
 
-static uint64_t
-mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 void
 lmca__hits_init(lmca_t *h)
 {
@@ -87,9 +79,7 @@ fresh_us(lmca_t *h)
 static bool
 fresh(lmca_t *h, const lmca_meta_t *meta)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t due = ((uint64_t)ts.tv_sec + meta->ttl + 1) * 1000000u;
+    uint64_t due = (lmca__now_us() / 1000000u + meta->ttl + 1) * 1000000u;
     return due + fresh_us(h) > lmca__clock_head(h);
 }
 
@@ -187,7 +177,7 @@ lmca__touch_hits_due(lmca_t *h)
     n = h->hits.n;
     first = h->hits.first_ms;
     pthread_mutex_unlock(&h->hits.lock);
-    if (n >= HITS_BATCH || (n > 0 && mono_ms() >= first + HITS_DUE_MS))
+    if (n >= HITS_BATCH || (n > 0 && lmca__mono_ms() >= first + HITS_DUE_MS))
         lmca_touch_hits(h, NULL);
 }
 
@@ -218,7 +208,7 @@ lmca__hit_found(lmca_t *h, const char *key, const lmca_meta_t *meta)
         return;
     }
     if (h->hits.n == 0)
-        h->hits.first_ms = mono_ms();
+        h->hits.first_ms = lmca__mono_ms();
     h->hits.queue[h->hits.n++] = hit;
     full = h->hits.n == LMCA__HITS_MAX;
     pthread_mutex_unlock(&h->hits.lock);

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "lmca.h"
 
@@ -14,6 +15,23 @@
 #else
 #define LMCA__PRINTF(f, a)
 #endif
+
+/* Clocks: realtime µs (void times are unix time) and monotonic ms (waits). */
+static inline uint64_t
+lmca__now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static inline uint64_t
+lmca__mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
 
 #define LMCA__KIB (1024ull)
 #define LMCA__MIB (1024ull * 1024ull)
