@@ -17,7 +17,8 @@ the run reports, in the global order of the stores: stores that failed (by cause
 after the first capacity's worth, the store rate, which share of the newest and
 oldest chunks worth a fifth of the capacity is still readable (and by tenths of
 the run), warm reads that hit after the first capacity and warm chunks alive at the
-end, wrong bytes, debris (a sweep), RSS of each writer, what the engine did (the
+end, wrong bytes, the KV bytes still held (against the data size), debris (a sweep),
+RSS of each writer, what the engine did (the
 shared clock's round trips, touches) and what the server did (evictions, and with
 --server-log the NSUP cycles that refused to evict, and the longest run of them).
 DESIGN.md, "A cache that stays full", has the results for the README's recipes.
@@ -190,6 +191,10 @@ def report(a, cap, n, results, hit, wrong, plan, info0, info, debris, refusals, 
           f"{seconds:.1f} s ({ok * a.chunk / seconds / 1e6:.0f} MB/s); failed {causes or 0}; "
           f"after the first capacity {len(late)} of {len(stores) - warm_cap} "
           f"({100 * len(late) / max(1, len(stores) - warm_cap):.2f} %)")
+    held = (sum(alive) + sum(hit[f"{plan['tag']}/warm/{j}"] for j in range(plan["warm"])))
+    print(f"held at the end: {held * a.chunk / 2**20:.0f} MiB of KV = "
+          f"{100 * held * a.chunk / int(info['data_total_bytes']):.0f} % of the data size "
+          f"({100 * held * a.chunk / cap:.0f} % of the capacity)")
     print(f"newest fifth readable {sum(alive[-fifth:]) / fifth:.2f}, oldest fifth "
           f"{sum(alive[:fifth]) / fifth:.2f}; by tenths "
           f"{[round(sum(alive[j:j + tenth]) / tenth, 2) for j in range(0, tenth * 10, tenth)]}")
