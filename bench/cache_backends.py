@@ -99,6 +99,10 @@ class Ours:
         self.completions = Completions(self.native)
         self.timeout = timeout
 
+    def spawn_spec(self):
+        """How a writer process builds a client of its own (bench/cache_run.py)."""
+        return ("cache_backends", "Ours", (self.settings, self.timeout))
+
     def _call(self, method, keys, *rest):
         ok, error, results = self.completions.call(method, list(keys), *rest,
                                                    timeout=self.timeout)
@@ -222,6 +226,10 @@ class Redis:
         self.max_get_chunks = max_get_chunks
         self.lock = threading.Lock()
         self.completions = self._open()
+
+    def spawn_spec(self):
+        return ("cache_backends", "Redis",
+                (self.port, self.num_workers, self.get_timeout, self.max_get_chunks))
 
     def _open(self):
         from lmcache.lmcache_redis import LMCacheRedisClient  # LMCache's C++ RESP client

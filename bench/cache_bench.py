@@ -4,7 +4,8 @@ LMCache stores every new prefix and never deletes, so a remote tier is always fu
 it must keep accepting stores and keep the recent and the hot chunks. This replays a
 trace of multi-turn conversations (bench/cache_trace.py: shared system prompts, users
 with growing prefixes, Zipf popularity, a working set several times the namespace,
-several writers, a hot set re-read throughout) through
+several writer processes, each with its own client, a hot set re-read throughout)
+through
 
   ours       lmcache_aerospike._native.Connector, the asynchronous layer
              (submit_batch_prefix / _get / _set, completions on its event fd);

@@ -1,18 +1,23 @@
 """One cache run of bench/cache_bench.py: a trace replayed through one tier by several
-writer threads, the exact LRU simulation fed the same requests, a row per interval,
+writer processes, the exact LRU simulation fed the same requests, a row per interval,
 and the end-of-run checks.
 
 A dispatcher walks the trace and hands each request to its writer (a conversation
 always goes to the same writer, so its turns run in order) through queues of depth 2,
 which keeps the writers within a few requests of the trace order; the simulation
-serves each request as it is dispatched. A writer serves a request as LMCache would:
-look up every chunk, load the leading run of present chunks (checking every byte),
-and store every chunk that was not present, or that vanished before it was loaded.
+serves each request as it is dispatched. Each writer is a process of its own with its
+own client of the tier (as each vLLM worker or `lmcache server` of a deployment is),
+rebuilt there from the tier's spawn_spec(). A writer serves a request as LMCache would:
+look up every chunk, load the leading run of present chunks (checking every byte), and
+store every chunk that was not present, or that vanished before it was loaded; it
+sends back the outcome, the chunks it stored and its client's counters, which a
+collector thread tallies against the simulation's outcome for the same request.
 """
 
 import collections
 import dataclasses
-import queue
+import importlib
+import multiprocessing as mp
 import threading
 import time
 
@@ -35,7 +40,7 @@ def rss_kib():
 # ------------------------------------------------------------------ one request
 
 class Writer:
-    """A writer thread's state: its reusable chunk buffers and the shared logs."""
+    """A writer's state: its reusable chunk buffers and its log of stores."""
 
     def __init__(self, backend, payloads, batch_chunks, tokens_per_chunk, store_log):
         self.backend = backend
@@ -185,22 +190,32 @@ class Run:
 
     def execute(self):
         """Runs to the end; returns the run's document (rows, totals, checks)."""
-        queues = [queue.Queue(maxsize=2) for _ in range(self.config.writers)]
-        threads = [threading.Thread(target=self._dispatch, args=(queues,), daemon=True)]
-        for q in queues:
-            w = Writer(self.backend, self.payloads, self.batch_chunks,
-                       self.config.tokens_per_chunk, self.store_log)
-            self.writers.append(w)
-            threads.append(threading.Thread(target=self._write, args=(w, q), daemon=True))
+        ctx = mp.get_context("spawn")
+        queues = [ctx.Queue(maxsize=2) for _ in range(self.config.writers)]
+        results = ctx.Queue()
+        spec = (self.backend.spawn_spec(), self.config.chunk_bytes, self.payloads.nonce,
+                self.batch_chunks, self.config.tokens_per_chunk)
+        procs = [ctx.Process(target=_writer_main, args=(w, spec, q, results), daemon=True)
+                 for w, q in enumerate(queues)]
+        for p in procs:
+            p.start()
+        # The parent's writer only reads the fifths back at the end.
+        self.writers = [Writer(self.backend, self.payloads, self.batch_chunks,
+                               self.config.tokens_per_chunk, [])]
+        self.pending, self.engines, self.bytes = {}, {}, {"loaded": 0, "stored": 0}
         self.t0 = time.monotonic()
-        self.last = {"engine": self.backend.engine_counters(),
-                     "server": self.backend.server_counters(), "t": 0.0, "loaded": 0,
-                     "stored": 0}
+        self.last = {"engine": {}, "server": self.backend.server_counters(), "t": 0.0,
+                     "loaded": 0, "stored": 0}
+        threads = [threading.Thread(target=self._dispatch, args=(queues,), daemon=True),
+                   threading.Thread(target=self._collect, args=(results, len(procs)),
+                                    daemon=True)]
         for t in threads:
             t.start()
         self._intervals(threads)
+        for p in procs:
+            p.join(timeout=30)
         if self.failure:
-            raise RuntimeError(f"a writer failed: {self.failure!r}") from self.failure
+            raise RuntimeError(f"a writer failed: {self.failure}")
         return self._finish()
 
     def _dispatch(self, queues):
@@ -211,20 +226,38 @@ class Run:
                     self.failure:
                 break
             sim = self.lru.serve(req.keys, self.config.chunk_bytes, self.config.tokens_per_chunk)
-            queues[req.writer].put((req, sim))
+            with self.tally.lock:
+                self.pending[req.index] = (req, sim)
+            queues[req.writer].put((req.index, list(req.keys)))
             self.dispatched += 1
         for q in queues:
             q.put(None)
 
-    def _write(self, writer, q):
-        while (item := q.get()) is not None:
-            if self.failure:
-                continue  # keep taking, so that the dispatcher never blocks on this queue
-            req, sim = item
-            try:
-                self.tally.add(req, writer.serve(list(req.keys)), sim)
-            except Exception as e:  # the run stops; execute() raises it
-                self.failure = e
+    def _collect(self, results, writers):
+        """Tallies what the writers send back until every one has said it is done."""
+        while writers:
+            kind, w, *rest = results.get()
+            if kind == "done":
+                writers -= 1
+                continue
+            if kind == "failed":
+                self.failure = rest[0]
+                continue
+            index, outcome, stored, loaded_bytes, engine = rest
+            with self.tally.lock:
+                req, sim = self.pending.pop(index)
+            self.tally.add(req, outcome, sim)
+            self.store_log.extend(stored)
+            self.bytes["loaded"] += loaded_bytes
+            self.bytes["stored"] += sum(n for _, n in stored)
+            self.engines[w] = engine
+
+    def engine_counters(self):
+        """The writers' engine counters, summed (each writer's latest)."""
+        out = collections.Counter()
+        for counters in list(self.engines.values()):
+            out.update({k: int(v) for k, v in counters.items()})
+        return dict(out)
 
     def _intervals(self, threads):
         n = 0
@@ -240,9 +273,8 @@ class Run:
         """One interval's row: the tally since the last row, counter deltas, RSS."""
         c = self.tally.take_interval()
         now = time.monotonic() - self.t0
-        engine, server = self.backend.engine_counters(), self.backend.server_counters()
-        loaded = sum(w.bytes_loaded for w in self.writers)
-        stored = sum(w.bytes_stored for w in self.writers)
+        engine, server = self.engine_counters(), self.backend.server_counters()
+        loaded, stored = self.bytes["loaded"], self.bytes["stored"]
         seconds = max(now - self.last["t"], 1e-9)
         row = {"t_s": round(now, 1), "requests": c["requests"] + c["hot_requests"],
                # Counts cover the hot re-reads too; the ratios keep them apart.
@@ -309,6 +341,38 @@ class Run:
                 self.fifth_wrong_bytes += wrong
                 good += hit and not wrong
         return good / len(keys)
+
+
+def _writer_main(w, spec, requests, results):
+    """A writer process: its own client of the tier, serving the requests its queue
+    brings until None; every outcome goes back with what it stored, the bytes it
+    loaded and the client's counters."""
+    (module, cls, args), chunk_bytes, nonce, batch_chunks, tokens_per_chunk = spec
+    try:
+        backend = getattr(importlib.import_module(module), cls)(*args)
+        writer = Writer(backend, Payloads(chunk_bytes, nonce), batch_chunks, tokens_per_chunk,
+                        [])
+    except Exception as e:  # noqa: BLE001 (reported to the parent, which raises)
+        results.put(("failed", w, repr(e)))
+        results.put(("done", w))
+        return
+    failed = False
+    while (item := requests.get()) is not None:
+        if failed:
+            continue  # keep taking, so that the dispatcher never blocks on this queue
+        index, keys = item
+        loaded = writer.bytes_loaded
+        try:
+            outcome = writer.serve(keys)
+        except Exception as e:  # noqa: BLE001
+            failed = True
+            results.put(("failed", w, repr(e)))
+            continue
+        stored, writer.store_log[:] = list(writer.store_log), []
+        results.put(("req", w, index, outcome, stored, writer.bytes_loaded - loaded,
+                     backend.engine_counters()))
+    backend.close()
+    results.put(("done", w))
 
 
 def _share(keys, lru):
