@@ -186,6 +186,18 @@ def namespace_budget(nodes):
     return total // rf
 
 
+def namespace_data_size(nodes):
+    """The namespace's data size over the cluster, over the replication factor: the
+    DRAM a memory namespace costs (a device namespace's is its index, not this)."""
+    total, rf = 0, 1
+    for _node, _addr, answer in nodes:
+        kv = parse_info(answer)
+        total += int(kv.get("data_total_bytes") or kv.get("storage-engine.data-size") or 0)
+        rf = max(rf, int(kv.get("effective_replication_factor")
+                         or kv.get("replication-factor") or 1))
+    return total // rf
+
+
 def truncate(native, namespace, set_name, wait_s=30.0):
     """Empties the set, and on a real server waits until it reports no objects (the
     test server truncates at once and answers no sets/ command)."""

@@ -58,7 +58,8 @@ import time
 import uuid
 
 import cache_report as report
-from cache_backends import Hung, Ours, Redis, namespace_budget, parse_info, redis_call
+from cache_backends import (Hung, Ours, Redis, namespace_budget, namespace_data_size, parse_info,
+                            redis_call)
 from cache_payload import Payloads
 from cache_run import Limits, Run
 from cache_trace import TraceConfig
@@ -129,6 +130,9 @@ def parse_args(argv=None):
                         "may count; default: only at the end, when none is)")
     p.add_argument("--no-redis", action="store_true")
     p.add_argument("--redis-workers", type=int, default=8)
+    p.add_argument("--no-redis-equal-dram", dest="redis_equal_dram", action="store_false",
+                   help="skip the second redis-server run, with maxmemory = our namespace's "
+                        "data size (the DRAM it costs) instead of the budget")
     p.add_argument("--redis-get-batch", type=int, default=1,
                    help="chunks per RESP GET submit (default 1: larger batches evict their "
                         "own keys on a full redis-server, and LMCache's client then hangs)")
@@ -294,17 +298,28 @@ def start_redis_tier(args, workdir, budget):
 
 
 def run_redis(args, doc, nonce):
-    """The same requests as ours (its count), on redis-server; skipped with a reason."""
+    """The same requests as ours (its count), on redis-server with maxmemory = the
+    budget, and again with maxmemory = our namespace's data size (equal DRAM); each
+    skipped with a reason."""
+    c = doc["config"]
+    run_redis_at(args, doc, nonce, "redis", c["budget_bytes"], Redis.label, with_latency=True)
+    if args.redis_equal_dram and not args.latency_only and \
+            c["data_size_bytes"] > c["budget_bytes"]:
+        run_redis_at(args, doc, nonce, "redis_dram", c["data_size_bytes"],
+                     f"{Redis.label}, maxmemory = our data size (equal DRAM)", with_latency=False)
+
+
+def run_redis_at(args, doc, nonce, name, maxmemory, label, with_latency):
     import side_by_side
 
-    label = Redis.label
     with tempfile.TemporaryDirectory(prefix="cache-bench-redis-") as workdir:
         try:
-            proc, redis = start_redis_tier(args, workdir, doc["config"]["budget_bytes"])
+            proc, redis = start_redis_tier(args, workdir, maxmemory)
         except side_by_side.Unavailable as e:
             print(f"skipping redis: {e}", file=sys.stderr)
-            doc["runs"]["redis"] = {"label": label, "skipped": str(e)}
+            doc["runs"][name] = {"label": label, "skipped": str(e)}
             return
+        redis.label = label
         try:
             doc["config"]["redis_server"] = side_by_side.report.redis_version()
             if not args.latency_only:
@@ -312,13 +327,13 @@ def run_redis(args, doc, nonce):
                 ours = doc["runs"]["ours"]["totals"]
                 # Ours' requests, within a bound: a stalled client must not stall the run.
                 cap = max(30.0, 3 * ours["seconds"])
-                doc["runs"]["redis"] = cache_run(redis, config, args, nonce, ours["requests"],
-                                                 cap)
+                doc["runs"][name] = cache_run(redis, config, args, nonce, ours["requests"],
+                                              cap)
                 redis.cleanup()
-            if not args.no_latency:
+            if with_latency and not args.no_latency:
                 redis_call(redis.port, "CONFIG", "SET", "maxmemory", 0)  # no evictions here
-                doc["latency"][label] = latency(redis, args.latency_sizes, args.latency_gets,
-                                                nonce, miss_by="exists")
+                doc["latency"][Redis.label] = latency(redis, args.latency_sizes, args.latency_gets,
+                                                      nonce, miss_by="exists")
         finally:
             redis.close()
             side_by_side.stop(proc)
@@ -344,6 +359,9 @@ def server_config(ours, args):
         "namespace_settings": {k: kv.get(k) for k in NAMESPACE_SETTINGS},
         "test_server": test_server,
         "budget_bytes": budget,
+        # What our namespace costs in DRAM (a memory namespace's data size, over the
+        # replication factor): the maxmemory of Redis at equal DRAM.
+        "data_size_bytes": namespace_data_size(nodes),
         "budget_source": "--budget-bytes" if args.budget_bytes else
                          "namespace data size x evict-used-pct (or stop-writes-used-pct)",
     }
