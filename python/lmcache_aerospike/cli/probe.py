@@ -294,7 +294,8 @@ def eviction_problems(views: list[server.NodeNamespace], settings: Settings,
                             f"free; lower evict-used-pct (now {evict}) to "
                             f"{MAX_EVICT_PLUS_AVAIL - swa} or stop-writes-avail-pct "
                             f"(now {swa})")
-        _stripe_check(v, where, evict, problems)
+        if not (swu and evict >= swu):  # else NSUP never evicts: said above
+            _stripe_check(v, where, evict, problems)
         ttl = effective_ttl(v, settings)
         buckets = v.evict_hist_buckets
         if ttl is not None and buckets:
