@@ -112,7 +112,6 @@ typedef struct lmca__hits {
 
 /* What a full namespace needs of a handle (cache.c). */
 typedef struct lmca__cache {
-    atomic_uint_fast64_t void_next_us;  /* the void-time clock: its next free slot */
     atomic_uint_fast64_t per_second;    /* the eviction plan, from the last look ... */
     atomic_uint_fast64_t lead_seconds;
     atomic_uint_fast64_t target, records;

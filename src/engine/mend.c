@@ -49,9 +49,14 @@ collect(void *udata, const lmca__scanned *rec)
         return true;
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 4096;
-        seen_rec *more = cap <= MEND_MAX_RECORDS ? realloc(l->recs, cap * sizeof *more) : NULL;
-        if (more == NULL)
-            return false; /* mend with what was seen */
+        seen_rec *more = cap <= MEND_MAX_RECORDS ? lmca__malloc(cap * sizeof *more) : NULL;
+        if (more == NULL) { /* the lowest of a part are not the lowest: mend nothing */
+            l->n = 0;
+            return false;
+        }
+        if (l->n > 0)
+            memcpy(more, l->recs, l->n * sizeof *more);
+        free(l->recs);
         l->recs = more, l->cap = cap;
     }
     memcpy(l->recs[l->n].digest, rec->digest, 20);
@@ -93,8 +98,8 @@ remove_lowest(lmca_t *h, uint64_t target)
     seen_list l = {0};
     uint64_t removed = 0;
 
-    lmca__wire_scan(h->wire, NULL, collect, &l, NULL);
-    if (!still_stalled(h))
+    /* Only a whole scan says which records are the lowest. */
+    if (lmca__wire_scan(h->wire, NULL, collect, &l, NULL) != LMCA_OK || !still_stalled(h))
         l.n = 0;
     qsort(l.recs, l.n, sizeof *l.recs, by_ttl);
     for (size_t i = 0; i < l.n; i++) {
