@@ -88,7 +88,9 @@ class Ours:
     label = "ours (lmcache_aerospike._native)"
     # Counters of the engine reported per interval, when the engine has them.
     ENGINE_COUNTERS = ("puts_retried", "write_retries", "dropped_full", "dropped_busy",
-                       "dropped_unsent", "full", "puts_aborted", "torn", "corrupt")
+                       "dropped_unsent", "full", "puts_aborted", "torn", "corrupt",
+                       "puts_paced", "clock_reservations", "hits_touched", "hits_fresh",
+                       "touches_failed", "mends")
 
     def __init__(self, settings, timeout=120.0):
         from lmcache_aerospike import _native  # only when this tier runs

@@ -112,6 +112,11 @@ def totals_rows(runs):
         return (f"{both(t, 'stored_ok')} / {sum(e.get(n, 0) for n in RETRIED)} / "
                 f"{sum(e.get(n, 0) for n in DROPPED)} / {both(t, 'store_failed')}")
 
+    def shared_order(t):
+        e = t["engine"]
+        names = ("puts_paced", "clock_reservations", "hits_touched", "hits_fresh")
+        return " / ".join(str(e[n]) for n in names) if all(n in e for n in names) else "–"
+
     def rss(t):
         r = t["rss_kib"]
         return "–" if not r else " / ".join(str(r[k] // 1024) for k in ("first", "last", "max"))
@@ -139,6 +144,7 @@ def totals_rows(runs):
          lambda t: fifth(t["oldest_fifth"]), lambda t: fifth(t["lru_oldest_fifth"])),
         ("stores ok / retried / dropped / failed", stores,
          lambda t: str(both(t, "stored_ok", "lru"))),
+        ("puts paced / clock round trips / hits moved / hits fresh", shared_order, None),
         ("evictions (records)", lambda t: str(t["evicted"]), lambda t: str(t["lru_evicted"])),
         ("lost between lookup and load (chunks)", lambda t: str(both(t, "lost")), None),
         ("hung operations", lambda t: str(both(t, "hung")), None),

@@ -293,8 +293,10 @@ typedef struct lmca_eviction {
     uint64_t target;     /* the most NSUP evicts per cycle: records * tenths / 1000 */
     uint32_t per_second; /* records one second of void time gets; 0 = no limit
                             (eviction off) */
-    uint64_t lead_seconds; /* how far its clock may run ahead of now + TTL; a
-                              put due further ahead waits (lmca_put_pace) */
+    uint64_t lead_seconds; /* how far the stores' clock may run ahead of now +
+                              TTL; a put due further ahead waits (lmca_put_pace).
+                              1 to 3: what the storage holds past evict-used-pct
+                              (stop-writes, the write blocks' room) at per_second */
 } lmca_eviction_t;
 
 /* Derives the eviction plan from the namespace's answer, the limits and the
@@ -543,9 +545,10 @@ typedef struct lmca_put_s {
     /* out: what the commit will publish (nseg, seg_b, tot_b, wid; crc32 at commit) */
     lmca_meta_t meta;
     /* the engine's: the chunk's void time (unix seconds; 0 = not placed yet,
-       or the TTL as configured), placed by its first step, and its
-       backpressure state (lmca_put_backoff) */
-    uint64_t void_at;
+       or the TTL as configured), placed by its first step, its place on the
+       clock of stores that lmca_put_pace paces by, and its backpressure state
+       (lmca_put_backoff) */
+    uint64_t void_at, pace_at;
     uint64_t deadline_ms;
     uint32_t refusals;
     bool dropped, paced;
@@ -582,7 +585,10 @@ LMCA_EXTERN int lmca_put_backoff(lmca_t *h, lmca_put_t *p, int rc);
  * every writer of the namespace shares, which gives each second at most
  * lmca_eviction_t.per_second records; when puts come faster for long, the clock
  * runs ahead of now + default_ttl_seconds, and a put due more than lead_seconds
- * ahead waits: NSUP could not evict faster than that either. Call this before a
+ * ahead waits: NSUP could not evict faster than that either. Only stores count
+ * here: the places that hits moved to the head took (lmca_touch_hits,
+ * lmca_touch) add no data and do not hold puts back, unless they led the clock
+ * by more than 6 minutes. Call this before a
  * put's first write: it places the put on the clock if no step did yet (which
  * may take a round trip to the clock's record, or none: lmca_stats_t
  * clock_reservations), and returns how many milliseconds to wait (0: send now).

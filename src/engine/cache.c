@@ -45,6 +45,11 @@
    the overflow into its farthest second made a second NSUP refused, for good,
    when a namespace filled from empty faster than the plan allowed. */
 #define LEAD_SECONDS 3
+/* A memory namespace is 8 stripes of write blocks; blocks in use are about
+   three quarters full, and a stripe needs 4 free besides (probe.py's rule,
+   DESIGN.md "Every size"). */
+#define MEMORY_STRIPES 8
+#define SPARE_BLOCKS 4
 /* How often a writing handle looks at the namespace again; every second while
    the namespace is nearly empty, whose mean record is a guess, or past
    evict-used-pct, where a stalled NSUP must be seen soon (mend.c). */
@@ -70,6 +75,27 @@ capacity(const lmca_server_info_t *s)
     if (s->data_total_bytes > 0)
         return (uint64_t)s->data_total_bytes;
     return s->data_size > 0 ? (uint64_t)s->data_size : 0;
+}
+
+/* The lead, in seconds at `per_second` records of `mean` bytes: a burst of puts
+   placed that far ahead lands past evict-used-pct before NSUP's next cycle,
+   and must fit in what the storage holds beyond it, below stop-writes-used-pct
+   and the blocks' room. On 512 MiB of memory at evict-used-pct 30, 3 s of
+   records reached 45 % used, out of space at the stripes' limit (DESIGN.md). */
+static uint32_t
+lead_seconds(const lmca_server_info_t *srv, uint64_t block, uint64_t mean, uint32_t per_second)
+{
+    uint64_t cap = capacity(srv), blocks, limit, room, seconds;
+
+    blocks = block == 0 ? 0 : srv->data_size > 0 ? cap / MEMORY_STRIPES / block : cap / block;
+    room = blocks > SPARE_BLOCKS ? 75 * (blocks - SPARE_BLOCKS) / blocks : 0;
+    limit = srv->stop_writes_used_pct > 0 && (uint64_t)srv->stop_writes_used_pct < room
+                ? (uint64_t)srv->stop_writes_used_pct
+                : room;
+    if (limit <= (uint64_t)srv->evict_used_pct || mean == 0 || per_second == 0)
+        return 1;
+    seconds = cap / 100 * (limit - (uint64_t)srv->evict_used_pct) / mean / per_second;
+    return seconds < 1 ? 1 : seconds > LEAD_SECONDS ? LEAD_SECONDS : (uint32_t)seconds;
 }
 
 void
@@ -110,6 +136,7 @@ lmca_eviction_plan(const lmca_server_info_t *srv, const lmca_limits_t *limits,
         uint64_t k = out->target / TARGET_SHARE;
         out->per_second = k == 0 ? 1 : k > UINT32_MAX ? UINT32_MAX : (uint32_t)k;
     }
+    out->lead_seconds = lead_seconds(srv, limits->block_bytes, mean, out->per_second);
 }
 
 static void
@@ -199,39 +226,39 @@ lmca__cache_watch(lmca_t *h)
  * Places on the clock.
  */
 
-uint64_t
-lmca__void_at(lmca_t *h, uint32_t records)
-{
-    return lmca__clock_place(h, records) / 1000000u;
-}
-
 void
 lmca__put_place(lmca_t *h, lmca_put_t *p)
 {
-    uint64_t v, unplaced = 0;
+    uint32_t records = p->meta.nseg > 1 ? p->meta.nseg + 1 : 1;
+    uint64_t v, pace_us, unplaced = 0;
 
     if (p->meta.pin || __atomic_load_n(&p->void_at, __ATOMIC_ACQUIRE) != 0)
         return;
     /* Steps of one put may race here on several threads: the first place
-       stands, and a loser's reservation stays unused. */
-    v = lmca__void_at(h, p->meta.nseg > 1 ? p->meta.nseg + 1 : 1);
-    __atomic_compare_exchange_n(&p->void_at, &unplaced, v, false, __ATOMIC_ACQ_REL,
-                                __ATOMIC_ACQUIRE);
+       stands, and a loser gives its places back, or a chunk's 3 steps on 3
+       workers would pace the stores as 3 chunks. */
+    v = lmca__clock_place(h, records, &pace_us) / 1000000u;
+    if (__atomic_compare_exchange_n(&p->void_at, &unplaced, v, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        __atomic_store_n(&p->pace_at, pace_us / 1000000u, __ATOMIC_RELEASE);
+    else
+        lmca__clock_return(h, records);
 }
 
 int
 lmca_put_pace(lmca_t *h, lmca_put_t *p)
 {
-    uint64_t now, void_at, ahead, send_us;
+    uint64_t now, pace_at, ahead, send_us;
 
     lmca__put_place(h, p);
-    void_at = __atomic_load_n(&p->void_at, __ATOMIC_ACQUIRE);
-    /* Due further ahead of now + TTL than the lead allows: it waits until not. */
+    /* Placed further ahead of now + TTL on the stores' clock than the lead
+       allows: it waits until not. */
+    pace_at = __atomic_load_n(&p->pace_at, __ATOMIC_ACQUIRE);
     ahead = (uint64_t)h->cfg.default_ttl_seconds +
             atomic_load_explicit(&h->cache.lead_seconds, memory_order_relaxed);
-    if (h->cfg.default_ttl_seconds <= 0 || void_at <= ahead)
+    if (h->cfg.default_ttl_seconds <= 0 || pace_at <= ahead)
         return 0;
-    send_us = (void_at - ahead) * 1000000u;
+    send_us = (pace_at - ahead) * 1000000u;
     if (send_us <= (now = lmca__now_us()))
         return 0;
     if (!__atomic_exchange_n(&p->paced, true, __ATOMIC_RELAXED))

@@ -321,7 +321,7 @@ lmca_touch(lmca_t *h, const char *key, bool pin, lmca_err_t *err)
     /* A new place on the clock, the head of the eviction order as a put gets
        (clock.c); it does not wait for the clock, as it adds no data. Segments
        first, so that a touch cut short leaves no meta record due after them. */
-    void_at = pin ? 0 : lmca__void_at(h, meta.nseg > 1 ? meta.nseg + 1 : 1);
+    void_at = pin ? 0 : lmca__clock_move(h, meta.nseg > 1 ? meta.nseg + 1 : 1) / 1000000u;
     if (meta.nseg > 1)
         rc = touch_segments(h, key, meta.nseg, void_at, pin, err);
     if (rc == LMCA_OK) {

@@ -24,7 +24,8 @@
  * (hits_fresh). So is a pinned chunk, which never expires.
  *
  * A touch is a hint: one the server refuses (a full namespace, a timeout) is
- * counted (touches_failed) and dropped, never retried ahead of stores. One of a
+ * counted (touches_failed) and dropped, never retried ahead of stores; a chunk
+ * with a segment not moved keeps its meta record where it was. One of a
  * record that is gone (evicted, overwritten by another plan) is a no-op.
  */
 #include <stdlib.h>
@@ -66,9 +67,9 @@ records_of(uint32_t nseg)
 static uint64_t
 fresh_us(lmca_t *h)
 {
-    uint64_t k = atomic_load_explicit(&h->cache.per_second, memory_order_relaxed);
+    uint64_t step = lmca__clock_step(h);
     uint64_t records = atomic_load_explicit(&h->cache.records, memory_order_relaxed);
-    uint64_t us = k ? records / FRESH_SHARE * (1000000u / k)
+    uint64_t us = step ? records / FRESH_SHARE * step
                     : (uint64_t)h->cfg.default_ttl_seconds * 1000000u / FRESH_SHARE;
     return us > FRESH_MIN_US ? us : FRESH_MIN_US;
 }
@@ -113,13 +114,32 @@ touch_rows(lmca_t *h, lmca__row *rows, size_t n)
     }
 }
 
+/* Keeps, at the front of the meta rows (rows[nsegs, nsegs + n)), those of the
+   chunks whose segments were all touched, and returns how many. A meta record
+   moved past a segment left behind would outlive it: a chunk that lookups find
+   and loads miss (a full namespace refuses touches, and on 512 MiB it made 5 of
+   140 records such metas). Left behind instead, the meta goes first. */
+static size_t
+keep_whole(lmca__hit **q, size_t n, lmca__row *rows, size_t nsegs)
+{
+    size_t kept = 0, r = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        bool whole = true;
+        for (uint32_t s = 0; q[i]->nseg > 1 && s < q[i]->nseg; s++, r++)
+            whole &= rows[r].result == LMCA_OK;
+        if (whole)
+            rows[nsegs + kept++] = rows[nsegs + i];
+    }
+    return kept;
+}
+
 /* Touches the chunks q[0, n): every record at its chunk's new void time. */
 static int
 touch(lmca_t *h, lmca__hit **q, size_t n, lmca_err_t *err)
 {
     size_t records = 0, nsegs = 0, r = 0;
-    uint64_t k = atomic_load_explicit(&h->cache.per_second, memory_order_relaxed);
-    uint64_t step = k ? (1000000u / k ? 1000000u / k : 1) : 0, at;
+    uint64_t step = lmca__clock_step(h), at;
     char **keys;
     lmca__row *rows;
 
@@ -133,7 +153,7 @@ touch(lmca_t *h, lmca__hit **q, size_t n, lmca_err_t *err)
     /* One place for all of them, in the order they were read: chunk i's
        records follow chunk i - 1's. Segments in rows [0, nsegs), meta records
        after them. */
-    at = lmca__clock_place(h, (uint32_t)(records < UINT32_MAX ? records : UINT32_MAX));
+    at = lmca__clock_move(h, (uint32_t)(records < UINT32_MAX ? records : UINT32_MAX));
     for (size_t i = 0; i < n; i++) {
         uint32_t ttl = lmca__record_ttl(h, at / 1000000u, false);
         for (uint32_t s = 0; q[i]->nseg > 1 && s < q[i]->nseg; s++, r++) {
@@ -146,8 +166,9 @@ touch(lmca_t *h, lmca__hit **q, size_t n, lmca_err_t *err)
     }
     if (nsegs > 0)
         touch_rows(h, rows, nsegs);
-    touch_rows(h, rows + nsegs, n);
-    for (size_t i = 0; i < n; i++)
+    size_t metas = keep_whole(q, n, rows, nsegs);
+    touch_rows(h, rows + nsegs, metas);
+    for (size_t i = 0; i < metas; i++)
         if (rows[nsegs + i].result == LMCA_OK)
             LMCA__COUNT(h, hits_touched);
     free(keys);

@@ -87,7 +87,11 @@ typedef struct lmca__clock {
     uint64_t expires_ms;      /* ... usable until then (monotonic) */
     uint64_t refilled_ms;     /* when it was reserved ... */
     uint64_t placed;          /* ... and the records placed since */
+    uint64_t spare;           /* records it held beyond the reservation's own */
+    uint64_t store_us;        /* the stores' clock at next_us (clock.c) */
+    uint64_t returned_us;     /* places reserved and not used, to give back */
     uint64_t last_us;         /* the furthest position reserved or placed */
+    uint64_t store_last_us;   /* ... and on the stores' clock */
     uint64_t head_us;         /* the newest place handed out */
 } lmca__clock;
 
@@ -164,19 +168,26 @@ void lmca__cache_watch(lmca_t *h);
 /* Counts a begun put's records and bytes (the mean record the plan may need). */
 void lmca__cache_planned(lmca_t *h, uint32_t records, uint64_t bytes);
 
-/* clock.c: the shared void-time clock. A place for `records` records, as a
-   realtime µs of void time: 0 when default_ttl_seconds is not positive (the TTL
-   is sent as set), now + TTL when the namespace does not evict. May take a
-   round trip (a new lease). */
+/* clock.c: the shared void-time clock. A place for `records` records of a
+   store, as a realtime µs of void time: 0 when default_ttl_seconds is not
+   positive (the TTL is sent as set), now + TTL when the namespace does not
+   evict; *pace_us its place on the stores' clock (lmca_put_pace waits while
+   that leads now + TTL by more than the lead). May take a round trip (a new
+   lease). */
 void lmca__clock_init(lmca_t *h);
 void lmca__clock_destroy(lmca_t *h);
-uint64_t lmca__clock_place(lmca_t *h, uint32_t records);
+uint64_t lmca__clock_place(lmca_t *h, uint32_t records, uint64_t *pace_us);
+/* Gives back the places of `records` records that a store reserved and did not
+   use (a put placed twice by racing steps); the next reservation frees them. */
+void lmca__clock_return(lmca_t *h, uint32_t records);
+/* The same for records moved to the head (hits, lmca_touch): it adds no data,
+   so it leaves the stores' clock, which puts are paced by, where it is. */
+uint64_t lmca__clock_move(lmca_t *h, uint32_t records);
+/* The clock's step, 1 s / per_second in µs (at least 1); 0 when the namespace
+   does not evict. */
+uint64_t lmca__clock_step(lmca_t *h);
 /* The newest place this handle handed out, at least now + TTL (µs). */
 uint64_t lmca__clock_head(lmca_t *h);
-
-/* A chunk's void time (unix seconds) for `records` records: its place on the
-   clock, or 0 (the TTL as configured). */
-uint64_t lmca__void_at(lmca_t *h, uint32_t records);
 
 /* hits.c: a get's hit (a valid chunk read whole), queued to be touched at the
    head of the clock unless it is fresh (near the head already) or pinned; and

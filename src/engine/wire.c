@@ -739,8 +739,9 @@ lmca__wire_touch(lmca__wire *w, const char *key, uint32_t ttl, const lmca__bin *
  */
 
 int
-lmca__wire_counter_add(lmca__wire *w, const char *set, const char *key, const char *bin,
-                       int64_t delta, int64_t *value, uint32_t *gen, lmca_err_t *err)
+lmca__wire_counter_add(lmca__wire *w, const char *set, const char *key, unsigned n,
+                       const char *const *bins, const int64_t *delta, int64_t *value,
+                       uint32_t *gen, lmca_err_t *err)
 {
     as_key k;
     as_error e;
@@ -750,22 +751,24 @@ lmca__wire_counter_add(lmca__wire *w, const char *set, const char *key, const ch
     int status = LMCA_OK;
 
     as_key_init_str(&k, w->ns, set, key);
-    as_operations_inita(&ops, 2);
-    as_operations_add_incr(&ops, bin, delta);
-    as_operations_add_read(&ops, bin);
+    as_operations_inita(&ops, 2 * n);
+    for (unsigned i = 0; i < n; i++)
+        as_operations_add_incr(&ops, bins[i], delta[i]);
+    for (unsigned i = 0; i < n; i++)
+        as_operations_add_read(&ops, bins[i]);
     ops.ttl = AS_RECORD_NO_EXPIRE_TTL;
     rc = aerospike_key_operate(&w->as, &e, &w->operate, &k, &ops, &rec);
     as_operations_destroy(&ops);
-    if (rc != AEROSPIKE_OK) {
+    if (rc != AEROSPIKE_OK)
         status = fail(err, &e, "counter", key);
-    } else {
+    *gen = rec != NULL ? rec->gen : 0;
+    for (unsigned i = 0; status == LMCA_OK && i < n; i++) {
         /* Whatever another client left there: an integer or nothing usable. */
-        as_val *v = rec ? (as_val *)as_record_get(rec, bin) : NULL;
-        *gen = rec ? rec->gen : 0;
+        as_val *v = rec != NULL ? (as_val *)as_record_get(rec, bins[i]) : NULL;
         if (v == NULL || as_val_type(v) != AS_INTEGER)
             status = LMCA_MISS;
         else
-            *value = as_integer_get((as_integer *)v);
+            value[i] = as_integer_get((as_integer *)v);
     }
     if (rec != NULL)
         as_record_destroy(rec);
@@ -773,8 +776,9 @@ lmca__wire_counter_add(lmca__wire *w, const char *set, const char *key, const ch
 }
 
 int
-lmca__wire_counter_set(lmca__wire *w, const char *set, const char *key, const char *bin,
-                       int64_t value, uint32_t gen, lmca_err_t *err)
+lmca__wire_counter_set(lmca__wire *w, const char *set, const char *key, unsigned n,
+                       const char *const *bins, const int64_t *value, uint32_t gen,
+                       lmca_err_t *err)
 {
     as_key k;
     as_error e;
@@ -785,8 +789,9 @@ lmca__wire_counter_set(lmca__wire *w, const char *set, const char *key, const ch
 
     as_key_init_str(&k, w->ns, set, key);
     policy.gen = gen ? AS_POLICY_GEN_EQ : AS_POLICY_GEN_IGNORE;
-    as_operations_inita(&ops, 1);
-    as_operations_add_write_int64(&ops, bin, value);
+    as_operations_inita(&ops, n);
+    for (unsigned i = 0; i < n; i++)
+        as_operations_add_write_int64(&ops, bins[i], value[i]);
     ops.gen = (uint16_t)gen;
     ops.ttl = AS_RECORD_NO_EXPIRE_TTL;
     rc = aerospike_key_operate(&w->as, &e, &policy, &k, &ops, &rec);

@@ -102,19 +102,23 @@ int lmca__wire_remove_many(lmca__wire *w, const char *const *keys, size_t n, siz
 int lmca__wire_touch(lmca__wire *w, const char *key, uint32_t ttl, const lmca__bin *bins,
                      unsigned n, lmca_err_t *err);
 
-/* Counters: a record `key` of one integer bin `bin` in `set` (not the chunks'
-   set), never expiring. Adds `delta` and reads the sum back in one operate; a
-   missing record is created holding `delta`. `*gen` is the record's generation.
-   @return LMCA_OK (*value set); LMCA_MISS when the bin came back as no integer
-   (another client's record: *value untouched); errors (a bin of another type
+/* Counters: a record `key` of n (at most 8) integer bins `bins` in `set` (not
+   the chunks' set), never expiring. Adds delta[i] to bin i and reads the sums
+   back into value[i], in one operate; a missing record or bin is created
+   holding the delta. `*gen` is the record's generation.
+   @return LMCA_OK (value set); LMCA_MISS when a bin came back as no integer
+   (another client's record: value partly set); errors (a bin of another type
    refuses the add: LMCA_EUNKNOWN). */
-int lmca__wire_counter_add(lmca__wire *w, const char *set, const char *key, const char *bin,
-                           int64_t delta, int64_t *value, uint32_t *gen, lmca_err_t *err);
+int lmca__wire_counter_add(lmca__wire *w, const char *set, const char *key, unsigned n,
+                           const char *const *bins, const int64_t *delta, int64_t *value,
+                           uint32_t *gen, lmca_err_t *err);
 
-/* Replaces the counter with `value` if its generation is still `gen` (0: whatever
-   it is). @return LMCA_OK, or an error (a generation that moved on included). */
-int lmca__wire_counter_set(lmca__wire *w, const char *set, const char *key, const char *bin,
-                           int64_t value, uint32_t gen, lmca_err_t *err);
+/* Writes value[i] into bin i if the record's generation is still `gen` (0:
+   whatever it is). @return LMCA_OK, or an error (a generation that moved on
+   included). */
+int lmca__wire_counter_set(lmca__wire *w, const char *set, const char *key, unsigned n,
+                           const char *const *bins, const int64_t *value, uint32_t gen,
+                           lmca_err_t *err);
 
 /* A scanned record; everything is valid during the callback only. */
 typedef struct lmca__scanned {

@@ -189,3 +189,45 @@ def test_a_short_run_reports_every_column_and_no_wrong_byte(aerospike_hosts, tmp
     assert "| " + " | ".join(h for h, _ in cache_report.COLUMNS) + " |" in md
     assert "hit ratio by prefix token" in md and "Single get latency" in md
     assert cache_report.header_line() in out.stdout
+
+
+# ---------------------------------------------------------------------- matrix
+
+def _bench_doc(ours, lru, redis=None, storage="memory", objects=1000, used_pct=40.0):
+    """A cache_bench.json with the fields bench/cache_matrix.py reads."""
+    settings = {"storage-engine.data-size": str(2 << 30)}
+    if storage == "ssd":
+        settings = {"storage-engine.data-size": None}
+    totals = lambda hit: {"tier_prefix_hit": hit, "lru_prefix_hit": lru,  # noqa: E731
+                          "requests": 100, "seconds": 10.0}
+    runs = {"ours": {"totals": totals(ours),
+                     "rows": [{"objects": 1, "used_pct": 1.0},
+                              {"objects": objects, "used_pct": used_pct}]}}
+    if redis is not None:
+        runs["redis"] = {"totals": totals(redis)}
+    return {"config": {"namespace_settings": settings, "data_size_bytes": 2 << 30,
+                       "budget_bytes": 1 << 30, "writers": 4, "chunk_bytes": 4 * MIB},
+            "runs": runs}
+
+
+def test_the_matrix_puts_each_tier_against_the_exact_lru_and_counts_dram(tmp_path):
+    import cache_matrix
+
+    mem, ssd = tmp_path / "mem", tmp_path / "ssd"
+    for d, doc in ((mem, _bench_doc(0.72, 0.80, redis=0.60)),
+                   (ssd, _bench_doc(0.76, 0.80, storage="ssd", objects=2000, used_pct=50.0))):
+        d.mkdir()
+        (d / "cache_bench.json").write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    cache_matrix.main(["--out", str(out), str(mem), str(ssd)])
+    lines = (out / "cache_matrix.md").read_text().splitlines()
+    mem_row = next(line for line in lines if line.startswith("| memory"))
+    ssd_row = next(line for line in lines if line.startswith("| SSD file"))
+    assert "| 0.900 |" in mem_row and "| 0.750 |" in mem_row  # 0.72 / 0.80, 0.60 / 0.80
+    assert "| 0.950 |" in ssd_row
+    # Held: the last interval's data used; memory costs its data size and the index,
+    # an SSD file only its index (64 bytes a record).
+    assert "| 0.40 |" in mem_row and "| 0.50 |" in ssd_row
+    held = 0.4 * (2 << 30)
+    assert mem_row.rstrip(" |").endswith(f" {((2 << 30) + 64000) / held:.3g}")
+    assert ssd_row.rstrip(" |").endswith(f" {2000 * 64 / (0.5 * (2 << 30)):.3g}")

@@ -101,6 +101,50 @@ TEST(eviction_plan_leaves_pinned_records_out_and_guesses_an_empty_namespace)
     ASSERT_EQ(e.records, (1073741824ull / 100 * 50) / 65536);
 }
 
+/* A memory namespace of `size` bytes at evict-used-pct `evict`, full of 2 MiB records. */
+static lmca_server_info_t
+memory_namespace(long long size, int evict)
+{
+    lmca_server_info_t s;
+    char info[512];
+    lmca_err_t err = {0};
+    snprintf(info, sizeof info,
+             "objects=1000;non_expirable_objects=0;data_used_bytes=%lld;"
+             "data_total_bytes=%lld;storage-engine.data-size=%lld;max-record-size=8388608;"
+             "nsup-period=1;evict-tenths-pct=300;evict-hist-buckets=1000000;"
+             "storage-engine.evict-used-pct=%d;storage-engine.stop-writes-used-pct=90",
+             1000 * 2097152ll, size, size, evict);
+    if (lmca_server_info_parse(info, &s, &err) != LMCA_OK)
+        th_fail(__FILE__, __LINE__, "parse: %s", err.msg);
+    return s;
+}
+
+TEST(eviction_plan_leads_by_what_the_storage_holds_past_eviction)
+{
+    lmca_server_info_t s = memory_namespace(512ll << 20, 30);
+    lmca_config_t cfg;
+    lmca_limits_t l = limits_of(&s, &cfg);
+    lmca_eviction_t e;
+
+    /* 512 MiB: 8 stripes of 8 blocks, room to 37 %: 7 % past eviction is 19
+       records of 2 MiB, under 2 s at 11 a second. */
+    lmca_eviction_plan(&s, &l, &cfg, 0, &e);
+    ASSERT_EQ(e.per_second, 11);
+    ASSERT_EQ(e.lead_seconds, 1);
+    s = memory_namespace(512ll << 20, 50); /* past the room: probe refuses it */
+    lmca_eviction_plan(&s, &l, &cfg, 0, &e);
+    ASSERT_EQ(e.lead_seconds, 1);
+    /* 2 GiB: 32 blocks a stripe, room to 65 %: 160 records past eviction, 2 s. */
+    s = memory_namespace(2048ll << 20, 50);
+    lmca_eviction_plan(&s, &l, &cfg, 0, &e);
+    ASSERT_EQ(e.per_second, 76);
+    ASSERT_EQ(e.lead_seconds, 2);
+    /* A 2 GiB device is 256 blocks: room to 73 %, 3 s. */
+    s.data_size = -1;
+    lmca_eviction_plan(&s, &l, &cfg, 0, &e);
+    ASSERT_EQ(e.lead_seconds, 3);
+}
+
 TEST(eviction_plan_is_off_without_eviction_nsup_or_a_ttl)
 {
     lmca_server_info_t s = evicting(1000, 1000, 0);
@@ -149,8 +193,11 @@ TEST(void_times_follow_write_order_and_hold_few_records_a_second)
 
     /* Eight one-record chunks in well under a second: two a second of void
        time, so their places on the clock span four seconds, in the order
-       written. The clock is the namespace's: another test's handle may have
-       left it up to its lead (3 s) ahead. */
+       written. The clock is the namespace's, where another test's moves may
+       have left it minutes ahead: it starts again at now + TTL here. */
+    th_bin clock[2] = {TH_INT("next_us", ((int64_t)time(NULL) + 100) * 1000000),
+                       TH_INT("free_us", 0)};
+    ASSERT_EQ(th_plant_in("small", "lmca_clock", "void-clock", clock, 2), 0);
     for (int i = 0; i < 8; i++) {
         snprintf(keys[i], sizeof keys[i], "%s", th_key("clock"));
         ASSERT_RC(lmca_put(h, keys[i], buf, sizeof buf, NULL, &err), LMCA_OK, &err);
@@ -392,6 +439,7 @@ TEST(read_touch_off_leaves_the_ttl_alone)
 TEST_LIST = {
     T(eviction_plan_gives_a_second_half_the_target),
     T(eviction_plan_leaves_pinned_records_out_and_guesses_an_empty_namespace),
+    T(eviction_plan_leads_by_what_the_storage_holds_past_eviction),
     T(eviction_plan_is_off_without_eviction_nsup_or_a_ttl),
     T(void_times_follow_write_order_and_hold_few_records_a_second),
     T(every_record_of_a_chunk_is_due_in_one_second),

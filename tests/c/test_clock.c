@@ -3,18 +3,22 @@
  * (src/engine/clock.c): handles place their chunks in one order, at most
  * per_second records a second, through the counter record in set "lmca_clock";
  * a clock record that is not ours is replaced; an unreachable one leaves each
- * handle its own clock, and no store fails for it.
+ * handle its own clock, and no store fails for it. Puts are paced by the
+ * stores' clock only: chunks moved to the head, and the places of a chunk that
+ * its racing steps reserved twice, do not hold the stores back.
  *
  * Two handles in one process stand in for two processes: each has its own
  * client, lease and counters, and shares nothing with the other but the server.
  * tests/ext/test_clock_processes.py does the same with processes.
  */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "lmca_async.h"
 
 #define PUTS 8
 
@@ -154,10 +158,130 @@ TEST(an_unreachable_clock_leaves_each_handle_its_own)
     lmca_close(h);
 }
 
+TEST(moves_lead_the_clock_and_do_not_pace_the_stores)
+{
+    lmca_t *h[2] = {open_clocked(4, true), open_clocked(4, true)};
+    uint8_t buf[64] = {3};
+    lmca_meta_t meta;
+    lmca_stats_t st;
+    lmca_err_t err = {0};
+    const char *moved = th_key("moved"), *key;
+    uint32_t moved_ttl;
+
+    ASSERT_RC(lmca_put(h[0], moved, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    /* 24 moves at 4 records a second: 6 s of clock, twice the lead that puts
+       may run ahead by. Counted as stores, they would pace the next put 3 s. */
+    for (int i = 0; i < 24; i++)
+        ASSERT_RC(lmca_touch(h[0], moved, false, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_stat(h[0], moved, &meta, &err), LMCA_OK, &err);
+    moved_ttl = meta.ttl;
+    ASSERT(moved_ttl >= 100 + 4); /* the moves led the clock */
+    key = th_key("after-moves");
+    ASSERT_RC(lmca_put(h[1], key, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    lmca_stats(h[1], &st);
+    ASSERT_EQ(st.puts_paced, 0);
+    /* ... and the store still comes after the moved chunk in the order. */
+    ASSERT_RC(lmca_stat(h[1], key, &meta, &err), LMCA_OK, &err);
+    ASSERT(meta.ttl >= moved_ttl);
+    lmca_close(h[0]);
+    lmca_close(h[1]);
+}
+
+TEST(a_refused_clock_paces_stores_by_their_own_clock)
+{
+    lmca_t *h[2] = {open_clocked(4, true), open_clocked(4, true)};
+    uint8_t buf[64] = {3};
+    lmca_stats_t st;
+    lmca_err_t err = {0};
+    const char *moved = th_key("moved");
+    char rule[160];
+
+    th_need_fixture("fault injection on the clock record");
+    ASSERT_RC(lmca_put(h[0], moved, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    for (int i = 0; i < 24; i++) /* 6 s of moves ahead of now + TTL */
+        ASSERT_RC(lmca_touch(h[0], moved, false, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_put(h[1], th_key("shared"), buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    /* Now the clock's record refuses (as a namespace at stop-writes refuses its
+       write): h[1] places on its own clocks, its void clock 6 s ahead, and its
+       stores' clock where the shared one was. */
+    snprintf(rule, sizeof rule, "kind=result;code=8;digest=%s",
+             th_digest_hex("lmca_clock", "void-clock"));
+    th_fault(rule);
+    usleep(150 * 1000); /* past the lease */
+    ASSERT_RC(lmca_put(h[1], th_key("local"), buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    th_info("fixture-clear-faults");
+    lmca_stats(h[1], &st);
+    ASSERT(st.clock_local > 0);
+    ASSERT_EQ(st.puts_paced, 0);
+    lmca_close(h[0]);
+    lmca_close(h[1]);
+}
+
+/* Puts n chunks of three segments through a pool of `workers`, in one batch. */
+static void
+pool_put(lmca_t *h, int workers, int n)
+{
+    enum { N = 16, LEN = 3 * 64 * 1024 };
+    static uint8_t buf[LEN];
+    lmca_pool_t *p = NULL;
+    const char *keys[N];
+    void *bufs[N];
+    size_t lens[N];
+    lmca_err_t err = {0};
+    uint64_t id;
+    bool done = false;
+
+    ASSERT(n <= N);
+    for (int i = 0; i < n; i++)
+        keys[i] = th_key("raced"), bufs[i] = buf, lens[i] = LEN;
+    lmca_batch_t b = {.op = LMCA_OP_SET, .n = (size_t)n, .keys = keys, .bufs = bufs,
+                      .lens = lens};
+    ASSERT_RC(lmca_pool_open(h, workers, &p, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_pool_submit(p, &b, &id, &err), LMCA_OK, &err);
+    for (int spins = 0; !done && spins < 300; spins++) {
+        struct pollfd pfd = {.fd = lmca_pool_fd(p), .events = POLLIN};
+        poll(&pfd, 1, 100);
+        for (lmca_completion_t *c = lmca_pool_drain(p), *next; c; c = next) {
+            next = c->next;
+            if (c->id == id) {
+                ASSERT(c->status == LMCA_OK);
+                done = true;
+            }
+            lmca_completion_free(c);
+        }
+    }
+    ASSERT(done);
+    lmca_pool_destroy(p);
+}
+
+TEST(a_chunk_whose_steps_race_is_paced_as_one)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_stats_t st;
+    lmca_err_t err = {0};
+
+    /* 12 chunks of 4 records at 20 records a second: 2.4 s of clock, within
+       the 3 s lead. Each chunk's steps on 4 workers may each reserve its place;
+       counted every time, the batch would run up to 9.6 s ahead. */
+    th_config_segments(&cfg);
+    cfg.default_ttl_seconds = 100;
+    cfg.records_per_void_second = 20;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    pool_put(h, 4, 12);
+    pool_put(h, 4, 1); /* a new lease, which gives the first one's rest back */
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.puts_paced, 0);
+    lmca_close(h);
+}
+
 TEST_LIST = {
     T(two_handles_share_one_clock_in_write_order),
     T(handles_on_their_own_clocks_share_seconds),
     T(a_clock_record_that_is_not_ours_is_replaced),
     T(an_unreachable_clock_leaves_each_handle_its_own),
+    T(moves_lead_the_clock_and_do_not_pace_the_stores),
+    T(a_chunk_whose_steps_race_is_paced_as_one),
+    T(a_refused_clock_paces_stores_by_their_own_clock),
 };
 TEST_MAIN()

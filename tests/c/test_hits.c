@@ -101,26 +101,37 @@ TEST(the_servers_read_touch_alone_leaves_a_hit_behind_the_lead)
     lmca_close(h);
 }
 
-TEST(every_record_of_a_hit_chunk_moves_with_it)
+/* Opens a handle on a slow clock with small segments, and puts `key` as a chunk
+   of three segments of bytes from `seed`; its length in *len, its bytes returned
+   (the caller frees them). */
+static uint8_t *
+open_with_segmented(lmca_t **h, const char *key, uint32_t seed, size_t *len)
 {
     lmca_config_t cfg;
+    lmca_err_t err = {0};
+    uint8_t *buf;
+
+    th_config_segments(&cfg);
+    cfg.default_ttl_seconds = 100;
+    cfg.records_per_void_second = 1;
+    ASSERT_RC(lmca_open(&cfg, h, &err), LMCA_OK, &err);
+    *len = 2 * lmca_limits(*h)->target_segment_bytes + 1000;
+    buf = malloc(*len);
+    th_fill(buf, *len, seed);
+    ASSERT_RC(lmca_put(*h, key, buf, *len, NULL, &err), LMCA_OK, &err);
+    return buf;
+}
+
+TEST(every_record_of_a_hit_chunk_moves_with_it)
+{
     lmca_t *h = NULL;
     lmca_err_t err = {0};
     char reckey[LMCA_KEY_MAX + 16];
     const char *key = th_key("segs"), *last;
     size_t len, got;
-    uint8_t *buf, *out;
+    uint8_t *buf = open_with_segmented(&h, key, 4, &len), *out = malloc(len);
     uint32_t meta_ttl, ttl;
 
-    th_config_segments(&cfg);
-    cfg.default_ttl_seconds = 100;
-    cfg.records_per_void_second = 1;
-    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
-    len = 2 * lmca_limits(h)->target_segment_bytes + 1000;
-    buf = malloc(len);
-    out = malloc(len);
-    th_fill(buf, len, 4);
-    ASSERT_RC(lmca_put(h, key, buf, len, NULL, &err), LMCA_OK, &err);
     last = store(h, 3);
     ASSERT_RC(lmca_get(h, key, out, len, &got, NULL, &err), LMCA_OK, &err);
     ASSERT(memcmp(buf, out, len) == 0);
@@ -248,6 +259,42 @@ TEST(a_refused_touch_is_counted_and_dropped)
     lmca_close(h);
 }
 
+TEST(a_chunk_with_a_segment_left_behind_keeps_its_meta_behind_too)
+{
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    char reckey[LMCA_KEY_MAX + 16], rule[200];
+    const char *key = th_key("torn-touch");
+    size_t len, got;
+    uint8_t *buf, *out;
+    uint32_t meta_ttl, seg_ttl;
+
+    th_need_fixture("fault injection on one segment's touch");
+    buf = open_with_segmented(&h, key, 5, &len);
+    out = malloc(len);
+    store(h, 3);
+    meta_ttl = ttl_of(h, key);
+    /* The server refuses to move segment 1 (a full namespace refuses touches). */
+    snprintf(reckey, sizeof reckey, "%s|s|1", key);
+    snprintf(rule, sizeof rule, "kind=result;code=8;op=touch;digest=%s",
+             th_digest_hex(TH_SET, reckey));
+    th_fault(rule);
+    ASSERT_RC(lmca_get(h, key, out, len, &got, NULL, &err), LMCA_OK, &err);
+    th_info("fixture-clear-faults");
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.touches_failed, 1);
+    ASSERT_EQ(st.hits_touched, 0);
+    /* Its meta record stays where it was, no later than the segment left behind:
+       moved, it would outlive it (a chunk found by lookups that loads miss). */
+    ASSERT(ttl_of(h, key) <= meta_ttl);
+    ASSERT_EQ(th_record_ttl("small", reckey, &seg_ttl), 0);
+    ASSERT(ttl_of(h, key) <= seg_ttl + 1);
+    free(buf);
+    free(out);
+    lmca_close(h);
+}
+
 TEST_LIST = {
     T(a_hit_is_due_after_every_chunk_stored_before_it),
     T(the_servers_read_touch_alone_leaves_a_hit_behind_the_lead),
@@ -256,5 +303,6 @@ TEST_LIST = {
     T(touch_on_hit_off_moves_nothing),
     T(the_pool_moves_its_gets_hits_once_idle),
     T(a_refused_touch_is_counted_and_dropped),
+    T(a_chunk_with_a_segment_left_behind_keeps_its_meta_behind_too),
 };
 TEST_MAIN()

@@ -2,6 +2,7 @@
 NativeConnectorL2Adapter drives, buffer lifetimes, errors, and the blocking calls."""
 
 import logging
+import signal
 import os
 import select
 import sys
@@ -338,12 +339,16 @@ def test_ctrl_c_in_a_log_handler_is_not_lost(aerospike_hosts):
     handler, level, c = Interrupting(), logger.level, None
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)  # open logs the namespace's limits at INFO
+    # The sink re-raises through the SIGINT handler (PyErr_SetInterrupt), which a
+    # Python started in the background with SIGINT ignored does not install.
+    sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
             c = _native.Connector(hosts=aerospike_hosts, set="lmca_pytest")
             for _ in range(100):  # delivered at the next signal check, at the latest here
                 time.sleep(0.01)
     finally:
+        signal.signal(signal.SIGINT, sigint)
         logger.removeHandler(handler)
         logger.setLevel(level)
         if c is not None:
