@@ -43,8 +43,12 @@ def sources():
     )
 
 
+# LMCA_NO_EXTENSION=1: the package without its extension, a pure wheel that
+# scripts/wheels.sh adds each cross-built extension to (scripts/pack_wheel.py).
+NO_EXTENSION = os.environ.get("LMCA_NO_EXTENSION") == "1"
+
 setup(
-    ext_modules=[
+    ext_modules=[] if NO_EXTENSION else [
         Extension(
             "lmcache_aerospike._native",
             sources=sources(),

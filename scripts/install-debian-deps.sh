@@ -5,13 +5,28 @@
 #          libFuzzer harnesses)
 #   bench: build, plus redis-server (bench/side_by_side.py runs LMCache's RESP
 #          adapter against it)
+#   wheels: what scripts/cross-deps.sh needs to fetch and build the wheels'
+#          static libraries (zig, their compiler, comes from PyPI)
+#   emulation: an arm64 Debian userland run under qemu (scripts/arm64-root.sh),
+#          where tests/wheels uses an aarch64 wheel
 set -euo pipefail
+wheels="build-essential curl ca-certificates xz-utils"
+emulation="qemu-user-static binfmt-support debootstrap"
 case "${1:-build}" in
 build) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config" ;;
-test) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config python3-venv clang libclang-rt-14-dev" ;;
+test) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config python3-venv clang libclang-rt-14-dev $wheels $emulation" ;;
+wheels) pkgs=$wheels ;;
+emulation) pkgs=$emulation ;;
 bench) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config redis-server" ;;
-*) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
+*) echo "usage: $0 build|test|bench|wheels|emulation" >&2; exit 2 ;;
 esac
+# Elsewhere (RHEL, SUSE, ...: a source build from the sdist) nothing is installed
+# here; the build then needs the same things by that distribution's names (README,
+# "Install").
+if ! command -v dpkg-query >/dev/null; then
+    echo "not a Debian system: make sure the equivalents of these are installed: $pkgs" >&2
+    exit 0
+fi
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

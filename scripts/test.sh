@@ -9,8 +9,11 @@
 #   - the LMCache-driven tests again on the next LMCache, in .venv-lmcache-next;
 #   - the vLLM end-to-end tests (tests/vllm) in .venv-vllm;
 #   - the SGLang HiCache tests (tests/sglang) in .venv-sglang;
-#   - the wheels: scripts/wheels.sh builds them, tests/wheels installs each one
-#     into a fresh venv of its Python and uses it.
+#   - the wheels: scripts/wheels.sh builds them (x86_64 and aarch64, CPython
+#     3.10-3.13), tests/wheels checks their tags and symbol versions, installs each
+#     x86_64 one into a fresh venv of its Python and uses it, and does the same
+#     with an aarch64 one in an emulated arm64 Debian (scripts/arm64-root.sh; root
+#     needed, as for the rest of CI).
 # The C tests talk to AEROSPIKE_TEST_HOSTS when it is set (a real server set up as
 # tests/aerospike-test.conf says); otherwise to the protocol test server
 # (tests/server), started here on a free loopback port.
