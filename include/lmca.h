@@ -215,6 +215,11 @@ typedef struct lmca_server_info {
     int64_t stop_writes_avail_pct;      /* storage-engine.stop-writes-avail-pct */
     int64_t stop_writes_sys_memory_pct; /* stop-writes-sys-memory-pct */
     int64_t data_size;                  /* storage-engine.data-size (memory) */
+    int64_t post_write_cache;           /* storage-engine.post-write-cache (device):
+                                           write blocks each device keeps after
+                                           their flush */
+    uint32_t devices;                   /* a device namespace's devices or files;
+                                           0 = not reported */
     /* Eviction (-1 = not reported): what NSUP does when the namespace fills. */
     int64_t evict_used_pct;     /* storage-engine.evict-used-pct; 0 = no eviction */
     int64_t evict_tenths_pct;   /* evict-tenths-pct: per cycle, in tenths of a percent */

@@ -22,7 +22,8 @@
 #   LOOPBACK_SERVICE_THREADS  the node's service-threads (default 8)
 #   LOOPBACK_EVICT_USED_PCT, LOOPBACK_STOP_WRITES_USED_PCT,
 #   LOOPBACK_STOP_WRITES_AVAIL_PCT, LOOPBACK_EVICT_TENTHS_PCT,
-#   LOOPBACK_EVICT_HIST_BUCKETS, LOOPBACK_MAX_WRITE_CACHE
+#   LOOPBACK_EVICT_HIST_BUCKETS, LOOPBACK_MAX_WRITE_CACHE,
+#   LOOPBACK_POST_WRITE_CACHE (default: 256M, at most an eighth of the file)
 #                         the cache and ssd nodes' eviction settings, to try
 #                         others than the recipes' (README, "A cache that stays full")
 #
@@ -46,6 +47,19 @@ ssd) port=3500 rf=1 ;;
 *) echo "usage: $0 start|stop|kill|pause|resume|status single|0|1|2|bench|pack|cache|ssd" >&2; exit 2 ;;
 esac
 
+# The README's post-write-cache for a device of $1 (e.g. 512M, 2G): the default
+# 256 MiB, at most an eighth of the device (its blocks are not reused while
+# cached: on a 512 MiB file the default held half of it; DESIGN.md, "Every size").
+post_write_cache() {
+    local mib
+    case "$1" in
+    *G) mib=$((${1%G} * 1024)) ;;
+    *M) mib=${1%M} ;;
+    *) echo 256M; return ;;
+    esac
+    echo "$((mib / 8 < 256 ? mib / 8 : 256))M"
+}
+
 # The lmcache namespace: plain for the tests and benchmarks; for the cache and
 # ssd nodes, the README's recipes (a cache that evicts instead of stopping).
 lmcache_namespace() {
@@ -56,7 +70,8 @@ lmcache_namespace() {
     ssd) storage="device {
         file $dir/data/lmcache.dat
         filesize $size
-        max-write-cache ${LOOPBACK_MAX_WRITE_CACHE:-256M}" ;;
+        max-write-cache ${LOOPBACK_MAX_WRITE_CACHE:-256M}
+        post-write-cache ${LOOPBACK_POST_WRITE_CACHE:-$(post_write_cache "$size")}" ;;
     *) storage="memory {
         data-size $size" ;;
     esac

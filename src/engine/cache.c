@@ -50,6 +50,18 @@
    DESIGN.md "Every size"). */
 #define MEMORY_STRIPES 8
 #define SPARE_BLOCKS 4
+/* A device keeps 8 free blocks for defrag (DRV_DEFRAG_RESERVE,
+   as/include/storage/drv_common.h) and gives none of the blocks in its
+   post-write cache back, however much of them was freed, until they leave it
+   (drv_ssd.c: ssd_post_write, ssd_block_free): on a 512 MiB file the default
+   256 MiB holds half the device (DESIGN.md, "Every size"). */
+#define DEVICE_RESERVE_BLOCKS 8
+/* How full a device's blocks in use count as, in percent: fitted to a 512 MiB
+   file (64 blocks), whose stores were refused from 56-66 % used with 16 blocks
+   held and from 49-62 % with 40, at evict-used-pct 50, and not at 40 with 16
+   held; memory's 75 would have called 50 safe there (DESIGN.md, "Every size"). */
+#define DEVICE_FILL_PCT 60
+#define MEMORY_FILL_PCT 75
 /* How often a writing handle looks at the namespace again; every second while
    the namespace is nearly empty, whose mean record is a guess, or past
    evict-used-pct, where a stalled NSUP must be seen soon (mend.c). */
@@ -77,6 +89,31 @@ capacity(const lmca_server_info_t *s)
     return s->data_size > 0 ? (uint64_t)s->data_size : 0;
 }
 
+/* The most of the storage records can fill, in percent: blocks in use are
+   partly full (records of many ages share one, and a block is reused only once
+   defrag empties it), so a share of each block that can take new records.
+   Memory: per stripe, less SPARE_BLOCKS; a device: less its defrag reserve and
+   its post-write cache (probe.py's rule). */
+static uint64_t
+block_room(const lmca_server_info_t *srv, uint64_t block)
+{
+    uint64_t cap = capacity(srv), blocks, kept, fill;
+
+    if (block == 0)
+        return 0;
+    if (srv->data_size > 0) {
+        blocks = cap / MEMORY_STRIPES / block;
+        kept = SPARE_BLOCKS;
+        fill = MEMORY_FILL_PCT;
+    } else { /* each device has its reserve and its cache */
+        blocks = cap / (srv->devices > 1 ? srv->devices : 1) / block;
+        kept = DEVICE_RESERVE_BLOCKS +
+               (srv->post_write_cache > 0 ? (uint64_t)srv->post_write_cache / block : 0);
+        fill = DEVICE_FILL_PCT;
+    }
+    return blocks > kept ? fill * (blocks - kept) / blocks : 0;
+}
+
 /* The lead, in seconds at `per_second` records of `mean` bytes: a burst of puts
    placed that far ahead lands past evict-used-pct before NSUP's next cycle,
    and must fit in what the storage holds beyond it, below stop-writes-used-pct
@@ -85,10 +122,8 @@ capacity(const lmca_server_info_t *s)
 static uint32_t
 lead_seconds(const lmca_server_info_t *srv, uint64_t block, uint64_t mean, uint32_t per_second)
 {
-    uint64_t cap = capacity(srv), blocks, limit, room, seconds;
+    uint64_t cap = capacity(srv), room = block_room(srv, block), limit, seconds;
 
-    blocks = block == 0 ? 0 : srv->data_size > 0 ? cap / MEMORY_STRIPES / block : cap / block;
-    room = blocks > SPARE_BLOCKS ? 75 * (blocks - SPARE_BLOCKS) / blocks : 0;
     limit = srv->stop_writes_used_pct > 0 && (uint64_t)srv->stop_writes_used_pct < room
                 ? (uint64_t)srv->stop_writes_used_pct
                 : room;

@@ -31,6 +31,29 @@ find_value(const char *s, size_t n, const char *key, size_t *len)
     return NULL;
 }
 
+/* How many keys `prefix` + "<digits>]" the list has: a device namespace's
+   storage-engine.device[i] or storage-engine.file[i], one per device. */
+static uint32_t
+count_indexed(const char *s, size_t n, const char *prefix)
+{
+    size_t plen = strlen(prefix);
+    const char *end = s + n;
+    uint32_t count = 0;
+
+    for (const char *p = s; p < end;) {
+        const char *semi = memchr(p, ';', (size_t)(end - p));
+        const char *stop = semi ? semi : end, *q = p + plen;
+        if ((size_t)(stop - p) > plen && memcmp(p, prefix, plen) == 0) {
+            while (q < stop && *q >= '0' && *q <= '9')
+                q++;
+            if (q > p + plen && q + 1 < stop && q[0] == ']' && q[1] == '=')
+                count++;
+        }
+        p = stop + 1;
+    }
+    return count;
+}
+
 /* Reads an integer field; absent leaves *out untouched. */
 static int
 read_number(const char *s, size_t n, const char *key, int64_t *out, lmca_err_t *err)
@@ -108,6 +131,8 @@ lmca_server_info_parse(const char *info, lmca_server_info_t *out, lmca_err_t *er
         {"stop-writes-sys-memory-pct", offsetof(lmca_server_info_t, stop_writes_sys_memory_pct),
          false},
         {"storage-engine.data-size", offsetof(lmca_server_info_t, data_size), false},
+        {"storage-engine.post-write-cache", offsetof(lmca_server_info_t, post_write_cache),
+         false},
         {"storage-engine.evict-used-pct", offsetof(lmca_server_info_t, evict_used_pct), false},
         {"evict-tenths-pct", offsetof(lmca_server_info_t, evict_tenths_pct), false},
         {"evict-hist-buckets", offsetof(lmca_server_info_t, evict_hist_buckets), false},
@@ -123,7 +148,7 @@ lmca_server_info_parse(const char *info, lmca_server_info_t *out, lmca_err_t *er
     memset(out, 0, sizeof *out);
     out->nsup_period = out->default_ttl = -1;
     out->stop_writes_used_pct = out->stop_writes_avail_pct = -1;
-    out->stop_writes_sys_memory_pct = out->data_size = -1;
+    out->stop_writes_sys_memory_pct = out->data_size = out->post_write_cache = -1;
     out->evict_used_pct = out->evict_tenths_pct = out->evict_hist_buckets = -1;
     out->objects = out->non_expirable_objects = -1;
     out->data_used_bytes = out->data_total_bytes = out->evicted_objects = -1;
@@ -152,6 +177,8 @@ lmca_server_info_parse(const char *info, lmca_server_info_t *out, lmca_err_t *er
     out->allow_ttl_without_nsup = is_true(s, n, "allow-ttl-without-nsup");
     out->hwm_breached = is_true(s, n, "hwm_breached");
     out->stop_writes = is_true(s, n, "stop_writes");
+    out->devices = count_indexed(s, n, "storage-engine.device[") +
+                   count_indexed(s, n, "storage-engine.file[");
     return LMCA_OK;
 }
 

@@ -62,11 +62,12 @@ TEST(eviction_plan_gives_a_second_half_the_target)
     lmca_eviction_plan(&s, &l, &cfg, 0, &e);
     ASSERT(e.enabled);
     /* 1 GiB at 50 % over 524288-byte records: 1023 (rounded down); 20 % of
-       them per cycle, half of that to a second; the clock may run 3 s ahead */
+       them per cycle, half of that to a second; the clock may run 1 s ahead
+       (a 1 GiB device holds to 56 %: 122 records past eviction) */
     ASSERT_EQ(e.records, 1023);
     ASSERT_EQ(e.target, 204);
     ASSERT_EQ(e.per_second, 102);
-    ASSERT_EQ(e.lead_seconds, 3);
+    ASSERT_EQ(e.lead_seconds, 1);
     /* A setting wins. */
     cfg.records_per_void_second = 7;
     lmca_eviction_plan(&s, &l, &cfg, 0, &e);
@@ -139,10 +140,31 @@ TEST(eviction_plan_leads_by_what_the_storage_holds_past_eviction)
     lmca_eviction_plan(&s, &l, &cfg, 0, &e);
     ASSERT_EQ(e.per_second, 76);
     ASSERT_EQ(e.lead_seconds, 2);
-    /* A 2 GiB device is 256 blocks: room to 73 %, 3 s. */
+    /* A 2 GiB device is 256 blocks, 8 kept for defrag and 32 held by the
+       default post-write cache (256 MiB): room to 60 % of the rest, 50 %, no
+       more than eviction: 1 s. */
     s.data_size = -1;
+    s.post_write_cache = 256ll << 20;
     lmca_eviction_plan(&s, &l, &cfg, 0, &e);
+    ASSERT_EQ(e.lead_seconds, 1);
+    /* 8 GiB at 40: 1024 blocks, room to 59 % without a post-write cache (778
+       records past eviction, 3 s at 245), to 57 % with one (696, 2 s). */
+    s = memory_namespace(8192ll << 20, 40);
+    s.data_size = -1;
+    s.post_write_cache = 0;
+    lmca_eviction_plan(&s, &l, &cfg, 0, &e);
+    ASSERT_EQ(e.per_second, 245);
     ASSERT_EQ(e.lead_seconds, 3);
+    s.post_write_cache = 256ll << 20;
+    lmca_eviction_plan(&s, &l, &cfg, 0, &e);
+    ASSERT_EQ(e.lead_seconds, 2);
+    /* Two files of 4 GiB: each has its reserve and its cache (room to 55 %). */
+    s.devices = 2;
+    lmca_eviction_plan(&s, &l, &cfg, 0, &e);
+    ASSERT_EQ(e.lead_seconds, 2);
+    s.post_write_cache = 1024ll << 20; /* a quarter of each: room to 42 % */
+    lmca_eviction_plan(&s, &l, &cfg, 0, &e);
+    ASSERT_EQ(e.lead_seconds, 1);
 }
 
 TEST(eviction_plan_is_off_without_eviction_nsup_or_a_ttl)

@@ -160,8 +160,11 @@ TEST(parse_71_device_namespace)
         "allow-ttl-without-nsup=false;default-ttl=2592000;max-record-size=1048576;"
         "nsup-period=60;replication-factor=2;storage-engine=device;"
         "storage-engine.device[0]=/dev/nvme0n1;storage-engine.flush-max-ms=1000;"
-        "storage-engine.flush-size=1048576;storage-engine.max-write-cache=67108864\n");
+        "storage-engine.flush-size=1048576;storage-engine.max-write-cache=67108864;"
+        "storage-engine.post-write-cache=268435456\n");
     ASSERT_EQ(s.max_record_size, 1048576);
+    ASSERT_EQ(s.post_write_cache, 268435456);
+    ASSERT_EQ(s.devices, 1);
     ASSERT_EQ(s.write_block_size, 0);
     ASSERT_EQ(s.flush_size, 1048576);
     ASSERT_EQ(s.nsup_period, 60);
@@ -175,7 +178,10 @@ TEST(parse_70_device_namespace)
         "ns_cluster_size=1;objects=5;allow-ttl-without-nsup=true;default-ttl=0;"
         "max-record-size=0;nsup-period=0;storage-engine=device;"
         "storage-engine.file[0]=/opt/aerospike/data/lmcache.dat;"
+        "storage-engine.file[1]=/opt/aerospike/data/b.dat;storage-engine.file[1].age=-1;"
+        "storage-engine.filex[2]=x;storage-engine.file[]=y;"
         "storage-engine.write-block-size=1048576;storage-engine.post-write-queue=256");
+    ASSERT_EQ(s.devices, 2); /* file[0] and file[1]; not .age, filex[2] or file[] */
     ASSERT_EQ(s.max_record_size, 0);
     ASSERT_EQ(s.write_block_size, 1048576);
     ASSERT_EQ(s.flush_size, 0);
@@ -204,6 +210,7 @@ TEST(parse_reports_absent_fields_as_unset)
     ASSERT_EQ(s.flush_size, 0);
     ASSERT_EQ(s.nsup_period, -1);
     ASSERT_EQ(s.default_ttl, -1);
+    ASSERT_EQ(s.post_write_cache, -1);
     ASSERT(!s.allow_ttl_without_nsup);
 }
 

@@ -186,7 +186,7 @@ DEVICE = (";storage-engine=device;storage-engine.post-write-cache=268435456;"
 def device(**changes):
     text = REAL_8_1 + EVICTION_8_1
     text = text.replace(";storage-engine=memory;storage-engine.data-size=2147483648", DEVICE)
-    return view(text, **{"storage-engine_dot_evict__used__pct": 60, "evict__tenths__pct": 10,
+    return view(text, **{"storage-engine_dot_evict__used__pct": 50, "evict__tenths__pct": 10,
                          "evict__hist__buckets": 86400, "non_expirable_objects": 7,
                          "storage-engine_dot_max__write__cache": 256 << 20, **changes})
 
@@ -205,7 +205,11 @@ def test_device_problems_and_notes():
     assert probe.eviction_problems([full], settings(600))[0] == [
         f"{WHERE} evicts from 86% used and stops writes below 5% available: so full, defrag "
         f"(defrag-lwm-pct 50) cannot keep enough blocks free; lower evict-used-pct (now 86) "
-        f"to 85 or stop-writes-avail-pct (now 5)"]
+        f"to 85 or stop-writes-avail-pct (now 5)",
+        f"{WHERE}: its device has 256 write blocks of 8 MiB, of which 8 are kept for defrag "
+        f"and 32 held by post-write-cache 256.0 MiB (a cached block's freed space is not "
+        f"reused until it leaves the cache): at evict-used-pct 86 it runs out of free blocks "
+        f"before NSUP evicts, and stores are refused; set evict-used-pct to at most 50"]
     # A memory namespace has no write queue and no defrag to starve.
     assert probe.eviction_problems([ready(**{"storage-engine_dot_evict__used__pct": 86,
                                              "storage-engine_dot_stop__writes__used__pct": 90})],
@@ -498,7 +502,8 @@ def test_probe_reports_a_small_eviction_step_and_notes_the_rate(capsys, aerospik
 # namespace this test alone fills with pinned records.
 READY = "nsup-period=1,evict-used-pct=60,evict-tenths-pct=10,evict-hist-buckets=100000"
 OWN_NAMESPACES = [
-    f"ready:storage-engine=device,data-size=1G,max-record-size=1M,{READY},max-write-cache=256M",
+    f"ready:storage-engine=device,data-size=2G,max-record-size=1M,{READY},max-write-cache=256M"
+    .replace("evict-used-pct=60", "evict-used-pct=50"),
     f"dev:storage-engine=device,data-size=1G,max-record-size=1M,{READY}".replace(
         "evict-used-pct=60", "evict-used-pct=86,stop-writes-used-pct=90"),
     f"pinned:data-size=2G,max-record-size=1M,{READY}",  # 1G at 60: stripes too small
@@ -536,7 +541,11 @@ def test_probe_reports_device_write_cache_and_defrag_room(capsys, own_server):
         f"(now 64.0 MiB)",
         f"{where} evicts from 86% used and stops writes below 5% available: so full, defrag "
         f"(defrag-lwm-pct 50) cannot keep enough blocks free; lower evict-used-pct (now 86) "
-        f"to 85 or stop-writes-avail-pct (now 5)"]
+        f"to 85 or stop-writes-avail-pct (now 5)",
+        f"{where}: its device has 128 write blocks of 8 MiB, of which 8 are kept for defrag "
+        f"and 32 held by post-write-cache 256.0 MiB (a cached block's freed space is not "
+        f"reused until it leaves the cache): at evict-used-pct 86 it runs out of free blocks "
+        f"before NSUP evicts, and stores are refused; set evict-used-pct to at most 41"]
 
 
 def test_probe_reports_a_namespace_mostly_pinned(capsys, own_server):
@@ -561,6 +570,46 @@ def test_probe_reports_a_namespace_mostly_pinned(capsys, own_server):
     assert code == 1 and doc["problems"] == [
         f"{where}: pinned (never-expiring) records are 75% of the namespace and are never "
         f"evicted; unpin what need not stay (lmcache-aerospike unpin)"]
+
+
+@pytest.mark.parametrize("size, cache, devices, evict, says, fixes", [
+    # The 512 MiB file of the loopback recipe at evict-used-pct 50: out of space at
+    # 51-63 % used with the default post-write cache, at 53 % with 64 MiB
+    # (DESIGN.md, "Every size").
+    (512 << 20, 256 << 20, 1, 50, "its device has 64 write blocks of 8 MiB, of which 8 are "
+     "kept for defrag and 32 held by post-write-cache 256.0 MiB", "set post-write-cache to at "
+     "most 16.0 MiB, or evict-used-pct to at most 22, or each device to at least 1.9 GiB"),
+    (512 << 20, 64 << 20, 1, 50, "its device has 64 write blocks of 8 MiB, of which 8 are "
+     "kept for defrag and 8 held by post-write-cache 64.0 MiB", "set post-write-cache to at "
+     "most 16.0 MiB, or evict-used-pct to at most 45, or each device to at least 768.0 MiB"),
+    (512 << 20, 64 << 20, 1, 40, None, None),  # the recipe's cache, measured whole at 40
+    (2 << 30, 256 << 20, 1, 50, None, None),  # the README's recipe
+    # Two files of 1 GiB: each has its own reserve and cache.
+    (2 << 30, 256 << 20, 2, 50, "each of its devices has 128 write blocks of 8 MiB, of "
+     "which 8 are kept for defrag and 32 held by post-write-cache 256.0 MiB", "set "
+     "post-write-cache to at most 104.0 MiB, or evict-used-pct to at most 41, or each device "
+     "to at least 1.9 GiB"),
+    (1 << 30, 0, 1, 58, "its device has 128 write blocks of 8 MiB, of which 8 are kept for "
+     "defrag and 0 held by post-write-cache 0 B", "set evict-used-pct to at most 56, or each "
+     "device to at least 1.9 GiB"),
+    (1 << 30, 0, 1, 70, "its device has 128 write blocks of 8 MiB, of which 8 are kept for "
+     "defrag and 0 held by post-write-cache 0 B", "set evict-used-pct to at most 56"),
+])
+def test_a_device_too_small_for_its_reserve_and_cache_is_a_problem(size, cache, devices,
+                                                                   evict, says, fixes):
+    files = {f"storage-engine_dot_file[{i}]": f"/data/{i}.dat" for i in range(devices)}
+    v = device(**{"data_total_bytes": size, "storage-engine_dot_post__write__cache": cache,
+                  "storage-engine_dot_evict__used__pct": evict,
+                  "storage-engine_dot_stop__writes__used__pct": 90,
+                  "storage-engine_dot_stop__writes__avail__pct": 1, **files})
+    assert (v.is_device, v.devices) == (True, devices)
+    problems, _ = probe.eviction_problems([v], settings(86400))
+    if says is None:
+        assert problems == []
+        return
+    assert problems == [f"{WHERE}: {says} (a cached block's freed space is not reused until it "
+                        f"leaves the cache): at evict-used-pct {evict} it runs out of free "
+                        f"blocks before NSUP evicts, and stores are refused; {fixes}"]
 
 
 def stripes(data_size):

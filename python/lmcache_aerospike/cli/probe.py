@@ -31,6 +31,13 @@ PINNED_MIN_OBJECTS = 64  # ... of at least this many: a few records' share says 
 MIN_WRITE_CACHE = 256 << 20  # a device's max-write-cache below this overloads under load
 MAX_EVICT_PLUS_AVAIL = 90  # evict-used-pct + stop-writes-avail-pct: room defrag needs
 STRIPE_SPARE_BLOCKS = 4  # free blocks a memory stripe needs at evict-used-pct
+# A device's free blocks kept for defrag (DRV_DEFRAG_RESERVE, drv_common.h): no
+# client write takes them.
+DEVICE_RESERVE_BLOCKS = 8
+# How full blocks in use count as, in percent (max_evict_pct): memory stripes, and
+# devices (fitted to a 512 MiB file's runs: DESIGN.md, "Every size").
+MEMORY_FILL_PCT = 75
+DEVICE_FILL_PCT = 60
 MiB = 1 << 20
 WBLOCK = 8 * MiB  # the write block of 7.1+ (memory and device)
 
@@ -54,9 +61,10 @@ time wider than a second (default_ttl_seconds / evict-hist-buckets), which NSUP
 evicts whole or not at all; evict-tenths-pct below 10; never-expiring records
 above half the namespace; on a device, max-write-cache below 256 MiB, and
 evict-used-pct + stop-writes-avail-pct above 90 (defrag cannot keep blocks free);
-in memory, evict-used-pct too high for the write blocks of a stripe (a small
-namespace: its stripes run out of free blocks before NSUP evicts), with the
-highest evict-used-pct and the smallest data-size that work.
+evict-used-pct too high for the write blocks of a memory stripe or a device (a
+small namespace: its stripes or its device run out of free blocks before NSUP
+evicts; a device's post-write-cache holds blocks that it does not reuse), with the
+settings and the smallest size that work.
 It notes how fast NSUP can evict (records per cycle of nsup-period + 1 s) and a
 device's post-write-cache.
 """
@@ -295,7 +303,7 @@ def eviction_problems(views: list[server.NodeNamespace], settings: Settings,
                             f"{MAX_EVICT_PLUS_AVAIL - swa} or stop-writes-avail-pct "
                             f"(now {swa})")
         if not (swu and evict >= swu):  # else NSUP never evicts: said above
-            _stripe_check(v, where, evict, problems)
+            _block_check(v, where, evict, problems)
         ttl = effective_ttl(v, settings)
         buckets = v.evict_hist_buckets
         if ttl is not None and buckets:
@@ -361,21 +369,36 @@ def _device_checks(v: server.NodeNamespace, where: str, problems: list[str],
                          f"(recently written blocks kept in memory)")
 
 
-def max_evict_pct(blocks_per_stripe: int) -> int:
-    """The highest evict-used-pct at which a memory namespace with this many write
-    blocks per stripe keeps free blocks (DESIGN.md, "Every size"): records of many
-    ages share a block, a block is reused only once defrag empties it (below
-    defrag-lwm-pct), so blocks in use are about three quarters full, and each stripe
-    needs STRIPE_SPARE_BLOCKS free besides: evict-used-pct <= 75 x (1 - spare /
-    blocks). Measured: 8 blocks (512 MiB) out of space at 46 % used with 50, whole
-    at 30; 32 blocks (2 GiB) whole at 50."""
-    return max(0, 75 * (blocks_per_stripe - STRIPE_SPARE_BLOCKS) // blocks_per_stripe)
+def max_evict_pct(blocks: int, kept: int = STRIPE_SPARE_BLOCKS,
+                  fill: int = MEMORY_FILL_PCT) -> int:
+    """The highest evict-used-pct at which a memory stripe, or a device, of this
+    many write blocks keeps free blocks (DESIGN.md, "Every size"): records of many
+    ages share a block and a block is reused only once defrag empties it (below
+    defrag-lwm-pct), so blocks in use are `fill` percent full, and `kept` blocks
+    take no new records: evict-used-pct <= fill x (1 - kept / blocks). A stripe
+    keeps STRIPE_SPARE_BLOCKS free; a device its defrag reserve and the blocks in
+    its post-write cache, which it gives back only when they leave it, however much
+    of them was freed (drv_ssd.c: ssd_post_write, ssd_block_free). Measured: 8
+    blocks a stripe (512 MiB) out of space at 46 % used with 50, whole at 30; 32
+    blocks (2 GiB) whole at 50; a 512 MiB file (64 blocks) at evict-used-pct 50
+    refused stores from 49-62 % used with the default 256 MiB post-write cache and
+    from 56-66 % with 64 MiB, and took them with 64 MiB at 40; a 2 GiB file whole
+    at 50. DEVICE_FILL_PCT is fitted to those runs."""
+    return max(0, fill * (blocks - kept) // blocks) if blocks > 0 else 0
+
+
+def _block_check(v: server.NodeNamespace, where: str, evict: int,
+                 problems: list[str]) -> None:
+    if not v.total_bytes:
+        return
+    if v.is_device:
+        _device_block_check(v, where, evict, problems)
+    elif v.stripes:
+        _stripe_check(v, where, evict, problems)
 
 
 def _stripe_check(v: server.NodeNamespace, where: str, evict: int,
                   problems: list[str]) -> None:
-    if v.is_device or not v.stripes or not v.total_bytes:
-        return
     blocks = v.total_bytes // v.stripes // WBLOCK
     limit = max_evict_pct(blocks)
     if evict <= limit:
@@ -387,6 +410,42 @@ def _stripe_check(v: server.NodeNamespace, where: str, evict: int,
                     f"evicts (blocks hold records of many ages and are reused only once "
                     f"defrag empties them), and every store is refused; set evict-used-pct "
                     f"to at most {limit}{size}")
+
+
+def _device_block_check(v: server.NodeNamespace, where: str, evict: int,
+                        problems: list[str]) -> None:
+    devices = v.devices or 1
+    blocks = v.total_bytes // devices // WBLOCK
+    cached = (v.post_write_cache or 0) // WBLOCK
+    kept = DEVICE_RESERVE_BLOCKS + cached
+
+    def limit_for(blocks_: int, kept_: int) -> int:
+        return max_evict_pct(blocks_, kept_, DEVICE_FILL_PCT)
+
+    limit = limit_for(blocks, kept)
+    if evict <= limit:
+        return
+    fixes = []
+    fit = next((c for c in range(cached - 1, -1, -1)
+                if limit_for(blocks, DEVICE_RESERVE_BLOCKS + c) >= evict), None)
+    if fit is not None:
+        fixes.append(f"post-write-cache to at most {output.size(fit * WBLOCK)}")
+    fixes.append(f"evict-used-pct to at most {limit}")
+    # fill x (1 - kept / b) >= evict from b = fill x kept / (fill - evict) on,
+    # give or take the rounding down
+    need = None
+    if evict < DEVICE_FILL_PCT:
+        low = max(blocks + 1, DEVICE_FILL_PCT * kept // (DEVICE_FILL_PCT - evict) - 1)
+        need = next(b for b in range(low, low + (1 << 20)) if limit_for(b, kept) >= evict)
+    if need:
+        fixes.append(f"each device to at least {output.size(need * WBLOCK)}")
+    each = "each of its devices" if devices > 1 else "its device"
+    problems.append(f"{where}: {each} has {blocks} write blocks of 8 MiB, of which "
+                    f"{DEVICE_RESERVE_BLOCKS} are kept for defrag and {cached} held by "
+                    f"post-write-cache {output.size(v.post_write_cache or 0)} (a cached "
+                    f"block's freed space is not reused until it leaves the cache): at "
+                    f"evict-used-pct {evict} it runs out of free blocks before NSUP evicts, "
+                    f"and stores are refused; set " + ", or ".join(fixes))
 
 
 def _or_unknown(value: int | None) -> str:

@@ -9,6 +9,8 @@ so each value is looked up under its names, newest first.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -111,6 +113,7 @@ class NodeNamespace:
     post_write_cache: int | None = None
     defrag_lwm_pct: int | None = None
     stripes: int | None = None  # a memory namespace's stripes (7.1+), None if not said
+    devices: int | None = None  # a device namespace's devices or files, None if not said
 
     @classmethod
     def parse(cls, node: str, address: str, answer: str) -> "NodeNamespace":
@@ -128,6 +131,8 @@ class NodeNamespace:
         stripes = sum(1 for k in kv if k.startswith("storage-engine.stripe[")
                       and k.endswith("].used_bytes"))
         view.stripes = stripes or None
+        devices = sum(1 for k in kv if re.fullmatch(r"storage-engine\.(device|file)\[\d+\]", k))
+        view.devices = devices or None
         if view.used_pct is None and view.used_bytes is not None and view.total_bytes:
             view.used_pct = 100 * view.used_bytes // view.total_bytes
         return view
