@@ -136,6 +136,10 @@ class AerospikeStoragePlugin(StoragePluginInterface):
         self.conn = _Connector(config, metadata, local_cpu_backend, loop, self.settings)
         self.engine = self.conn.engine
         self._lock = threading.Lock()
+        # Notified when a put's completion has let go of its buffers: a future is
+        # done before its done-callbacks run (concurrent.futures), so waiting on the
+        # futures alone let close() return under a callback still holding one.
+        self._settled = threading.Condition(self._lock)
         self._put_keys: set[CacheEngineKey] = set()
         self._puts: set[concurrent.futures.Future] = set()
         self._closed = False
@@ -309,6 +313,7 @@ class AerospikeStoragePlugin(StoragePluginInterface):
         with self._lock:
             self._put_keys.difference_update(keys)
             self._puts.discard(future)
+            self._settled.notify_all()
         if not ok:
             if not metrics.dropped(error):  # drops: the engine counts them and warns
                 logger.warning("aerospike storage plugin %s: put of %d chunks: %s", self.name,
@@ -337,8 +342,8 @@ class AerospikeStoragePlugin(StoragePluginInterface):
             if self._closed:
                 return
             self._closed = True
-            puts = list(self._puts)
-        if puts and self.loop.is_running() and not self._on_loop():
+            puts = set(self._puts)
             # Their completions are drained on the loop: waiting on it would stall.
-            concurrent.futures.wait(puts, timeout=CLOSE_WAIT_S)
+            if puts and self.loop.is_running() and not self._on_loop():
+                self._settled.wait_for(lambda: not puts & self._puts, timeout=CLOSE_WAIT_S)
         client.release(self.engine)
