@@ -50,6 +50,7 @@
    DESIGN.md "Every size"). */
 #define MEMORY_STRIPES 8
 #define SPARE_BLOCKS 4
+#define MEMORY_FILL_PCT 75
 /* A device keeps 8 free blocks for defrag (DRV_DEFRAG_RESERVE,
    as/include/storage/drv_common.h) and gives none of the blocks in its
    post-write cache back, however much of them was freed, until they leave it
@@ -61,7 +62,6 @@
    held and from 49-62 % with 40, at evict-used-pct 50, and not at 40 with 16
    held; memory's 75 would have called 50 safe there (DESIGN.md, "Every size"). */
 #define DEVICE_FILL_PCT 60
-#define MEMORY_FILL_PCT 75
 /* How often a writing handle looks at the namespace again; every second while
    the namespace is nearly empty, whose mean record is a guess, or past
    evict-used-pct, where a stalled NSUP must be seen soon (mend.c). */

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import logging
 import socket
 from typing import Any, Iterator
@@ -412,37 +413,38 @@ def _stripe_check(v: server.NodeNamespace, where: str, evict: int,
                     f"to at most {limit}{size}")
 
 
+def device_evict_pct(blocks: int, cached: int) -> int:
+    """max_evict_pct for a device of `blocks`, `cached` of them in its post-write
+    cache: its defrag reserve and those take no new records."""
+    return max_evict_pct(blocks, DEVICE_RESERVE_BLOCKS + cached, DEVICE_FILL_PCT)
+
+
 def _device_block_check(v: server.NodeNamespace, where: str, evict: int,
                         problems: list[str]) -> None:
     devices = v.devices or 1
     blocks = v.total_bytes // devices // WBLOCK
-    cached = (v.post_write_cache or 0) // WBLOCK
-    kept = DEVICE_RESERVE_BLOCKS + cached
-
-    def limit_for(blocks_: int, kept_: int) -> int:
-        return max_evict_pct(blocks_, kept_, DEVICE_FILL_PCT)
-
-    limit = limit_for(blocks, kept)
+    cache = max(v.post_write_cache or 0, 0)
+    cached = cache // WBLOCK
+    limit = device_evict_pct(blocks, cached)
     if evict <= limit:
         return
     fixes = []
-    fit = next((c for c in range(cached - 1, -1, -1)
-                if limit_for(blocks, DEVICE_RESERVE_BLOCKS + c) >= evict), None)
+    fit = next((c for c in range(cached - 1, -1, -1) if device_evict_pct(blocks, c) >= evict),
+               None)
     if fit is not None:
         fixes.append(f"post-write-cache to at most {output.size(fit * WBLOCK)}")
     fixes.append(f"evict-used-pct to at most {limit}")
-    # fill x (1 - kept / b) >= evict from b = fill x kept / (fill - evict) on,
-    # give or take the rounding down
-    need = None
     if evict < DEVICE_FILL_PCT:
+        # fill x (1 - kept / b) >= evict from b = fill x kept / (fill - evict) on,
+        # give or take the rounding down
+        kept = DEVICE_RESERVE_BLOCKS + cached
         low = max(blocks + 1, DEVICE_FILL_PCT * kept // (DEVICE_FILL_PCT - evict) - 1)
-        need = next(b for b in range(low, low + (1 << 20)) if limit_for(b, kept) >= evict)
-    if need:
+        need = next(b for b in itertools.count(low) if device_evict_pct(b, cached) >= evict)
         fixes.append(f"each device to at least {output.size(need * WBLOCK)}")
     each = "each of its devices" if devices > 1 else "its device"
     problems.append(f"{where}: {each} has {blocks} write blocks of 8 MiB, of which "
                     f"{DEVICE_RESERVE_BLOCKS} are kept for defrag and {cached} held by "
-                    f"post-write-cache {output.size(v.post_write_cache or 0)} (a cached "
+                    f"post-write-cache {output.size(cache)} (a cached "
                     f"block's freed space is not reused until it leaves the cache): at "
                     f"evict-used-pct {evict} it runs out of free blocks before NSUP evicts, "
                     f"and stores are refused; set " + ", or ".join(fixes))
