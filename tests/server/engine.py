@@ -4,20 +4,45 @@ Mirrors the server's read.c, write.c (write_master) and delete.c for the
 features the fixture supports: whole-record and named-bin reads, bin writes
 and deletes, integer/float increment, append/prepend, delete-all, touch,
 existence policies, generation checks, stored keys, TTL rules, the record
-size limit, stop-writes, the device write queue and read-touch
-(read_touch.c). Callers hold Store.lock while calling execute().
+size limit, stop-writes, the device write queue, read-touch (read_touch.c) and
+the expression ops EXP_READ and EXP_MODIFY (exp.py). Callers hold Store.lock
+while calling execute().
+
+What an expression op sees (exp.Context), as the server sets it up:
+
+* In an operate that writes (write.c write_master_apply), advance_record_version
+  (rw_utils.c) gives the index record its new void time, last-update time
+  (as_record_set_lut: now, never backwards) and generation *before* the bin
+  ops loop runs, so every expression of the operate, before or after its bin
+  writes, reads the new last_update (now) and since_update (0, or the few ms
+  the operate took), the new void_time and ttl. A record the operate creates is
+  the same: its last-update time is now. Its key_exists is false until the
+  write is done (write_master_apply sets key_stored after the storage write),
+  and record_size is the size the record had before the operate (16 for a new
+  one): the index keeps n_rblocks until as_storage_record_write.
+* The bins are the storage record's bins as the earlier ops of the operate
+  left them (write_master_bin_ops_loop and process_bin_read_op pass the same
+  `rd`), so an EXP_MODIFY or EXP_READ sees what an earlier op wrote, in order.
+* In an operate without writes (read.c read_local) nothing changes: the
+  stored last-update time, void time and bins.
+* A failed expression op fails the whole operate with its code (26, or 4 for
+  one that does not build, 6 or 17 for the CREATE_ONLY/UPDATE_ONLY flags) and
+  nothing is written (unwind_index_metadata). An operate with EXP_MODIFY is a
+  write: stop-writes refuses it with 8 (write_master_preprocessing:
+  AS_ERR_OUT_OF_SPACE), it bumps the generation and sets the last-update time.
 """
 
 import struct
 import time
 from dataclasses import dataclass, field
 
-from . import proto
+from . import exp, proto
 from .store import Record, now_void_time
 
 BIN_NAME_MAX = 15
 
 _WRITE_OPS = (proto.OP_WRITE, proto.OP_INCR, proto.OP_APPEND, proto.OP_PREPEND)
+_EXP_OPS = (proto.OP_EXP_READ, proto.OP_EXP_MODIFY)
 
 
 @dataclass
@@ -44,7 +69,7 @@ class Request:
         if self.info2 & proto.INFO2_DELETE:
             return "remove"
         if any(op.op == proto.OP_TOUCH for op in self.ops) and not any(
-            op.op in _WRITE_OPS for op in self.ops
+            op.op in _WRITE_OPS or op.op == proto.OP_EXP_MODIFY for op in self.ops
         ):
             return "touch"
         return "write"
@@ -112,6 +137,12 @@ def _generation_ok(info2, wanted, current):
     return True
 
 
+def _storage(ns):
+    """exp.c's memory-only test: the legacy emulation is a device namespace."""
+    cfg = ns.config
+    return "device" if cfg.storage_engine == "device" or cfg.legacy else "memory"
+
+
 def _read(ns, req):
     rec = ns.live(req.digest)
     if rec is None:
@@ -121,13 +152,17 @@ def _read(ns, req):
     rc, write_ttl = ns.read_touch_check(rec, req.ttl)
     if rc:
         return Reply(rc)
-    reply = _read_bins(rec, req)
+    ctx = exp.Context(bins=rec.bins, digest=req.digest, set_name=rec.set_name,
+                      last_update_ms=rec.last_update_ms, void_time=rec.void_time,
+                      key_stored=rec.key is not None, key=rec.key,
+                      stored_size=exp.stored_size(rec.flat_size()), storage=_storage(ns))
+    reply = _read_bins(rec, req, ctx)
     if write_ttl is not None:  # enqueued whatever the read then answers
         ns.read_touch(req.digest, write_ttl)  # the reply keeps the old void time
     return reply
 
 
-def _read_bins(rec, req):
+def _read_bins(rec, req, ctx):
     reply = Reply(proto.OK, rec.generation, rec.void_time)
     if req.info1 & proto.INFO1_GET_NOBINDATA:
         return reply
@@ -136,8 +171,21 @@ def _read_bins(rec, req):
         return reply
     respond_all = req.info2 & proto.INFO2_RESPOND_ALL_OPS
     for op in req.ops:
+        if op.op == proto.OP_EXP_READ:
+            # read.c read_local: a bad bin name answers 21; a nil result is
+            # sent only with respond-all-ops (which the C client sets for it).
+            if len(op.name.encode()) > BIN_NAME_MAX:
+                return Reply(proto.ERR_BIN_NAME, rec.generation, rec.void_time)
+            rc, result = exp.read_op(ctx, op)
+            if rc:
+                return Reply(rc, rec.generation, rec.void_time)
+            if result is not None:
+                reply.ops.append(proto.Op(op.op, result[0], op.name, result[1]))
+            elif respond_all:
+                reply.ops.append(proto.Op(op.op, proto.PT_NULL, op.name))
+            continue
         if op.op != proto.OP_READ:
-            return Reply(proto.ERR_PARAMETER)  # CDT/bit/HLL/exp reads unsupported
+            return Reply(proto.ERR_PARAMETER)  # CDT/bit/HLL reads unsupported
         if not op.name:
             reply.ops.extend(all_bins(rec))
             continue
@@ -168,6 +216,7 @@ def _check_write_ops(req):
     must_not_create = bool(req.info3 & (proto.INFO3_UPDATE_ONLY | proto.INFO3_REPLACE_ONLY))
     respond_all = req.info2 & proto.INFO2_RESPOND_ALL_OPS
     has_read_all = False
+    has_exp_read = False
     for op in req.ops:
         if op.op == proto.OP_TOUCH:
             if is_replace:
@@ -189,8 +238,14 @@ def _check_write_ops(req):
             return proto.ERR_PARAMETER, False, False, False
         if op.op == proto.OP_WRITE and op.ptype == proto.PT_NULL and is_replace:
             return proto.ERR_PARAMETER, False, False, False
-        if op.op not in _WRITE_OPS and op.op != proto.OP_READ:
-            return proto.ERR_PARAMETER, False, False, False  # CDT/bit/HLL/exp unsupported
+        if op.op == proto.OP_EXP_READ:
+            has_exp_read = True
+        if op.op not in _WRITE_OPS + _EXP_OPS and op.op != proto.OP_READ:
+            return proto.ERR_PARAMETER, False, False, False  # CDT/bit/HLL unsupported
+    # write_master_policies: an EXP_READ needs the read flag, and generates a
+    # response bin, which a read-all op must not be mixed with.
+    if has_exp_read and (not req.info1 & proto.INFO1_READ or has_read_all):
+        return proto.ERR_PARAMETER, False, False, False
     return proto.OK, must_not_create, is_replace, has_read_all
 
 
@@ -228,12 +283,29 @@ def _modify(bins, op):
     return proto.OK
 
 
-def _apply_ops(req, bins, has_read_all):
-    """Apply the ops to `bins` in order; return (result, response ops)."""
+def _apply_ops(req, bins, has_read_all, ctx):
+    """Apply the ops to `bins` (which is ctx.bins) in order; return (result,
+    response ops)."""
     respond_all = req.info2 & proto.INFO2_RESPOND_ALL_OPS
     out = []
     for op in req.ops:
         if op.op == proto.OP_TOUCH:
+            continue
+        if op.op == proto.OP_EXP_READ:
+            # write.c write_master_bin_ops_loop: a read op other than READ
+            # always adds a response bin, nil included.
+            rc, result = exp.read_op(ctx, op)
+            if rc:
+                return rc, []
+            ptype, value = result if result is not None else (proto.PT_NULL, b"")
+            out.append(proto.Op(op.op, ptype, op.name, value))
+            continue
+        if op.op == proto.OP_EXP_MODIFY:
+            rc = exp.modify_op(ctx, op)
+            if rc:
+                return rc, []
+            if respond_all:
+                out.append(proto.Op(op.op, proto.PT_NULL, op.name))
             continue
         if op.op == proto.OP_DELETE_ALL:
             bins.clear()
@@ -293,8 +365,21 @@ def _write(ns, req):
     if rc:
         return Reply(rc, old_gen, old_void)
 
+    # rw_utils.c advance_record_version, before the ops: the new void time and
+    # last-update time (never backwards: record_ce.c as_record_set_lut).
+    void_time = ns.void_time_for(ttl, old_void, now)
+    now_ms = int(time.time() * 1000)
+    last_update_ms = max(now_ms, rec.last_update_ms) if exists else now_ms
     bins = {} if (is_replace or not exists) else dict(rec.bins)
-    rc, out = _apply_ops(req, bins, has_read_all)
+    ctx = exp.Context(
+        bins=bins, digest=req.digest,
+        set_name=(rec.set_name if exists else req.set_name) or "",
+        last_update_ms=last_update_ms, void_time=void_time,
+        key_stored=exists and rec.key is not None,
+        key=req.key if req.key is not None else (rec.key if exists else None),
+        stored_size=exp.stored_size(rec.flat_size()) if exists else exp.RBLOCK_SIZE,
+        storage=_storage(ns))
+    rc, out = _apply_ops(req, bins, has_read_all, ctx)
     if rc:
         return Reply(rc, old_gen, old_void)
 
@@ -302,15 +387,17 @@ def _write(ns, req):
         if not exists:
             return Reply(proto.ERR_NOT_FOUND)
         ns.delete(req.digest)  # the write removed the last bin
-        return Reply(proto.OK)
+        # write_master_bin_ops: a delete answers its response bins without
+        # generation or void time.
+        return Reply(proto.OK, ops=out)
 
     new = Record(
         set_name=req.set_name or (rec.set_name if exists else ""),
         bins=bins,
         generation=((old_gen + 1) & 0xFFFF) or 1,
-        void_time=ns.void_time_for(ttl, old_void, now),
+        void_time=void_time,
         key=req.key if req.key is not None else (rec.key if exists else None),
-        last_update_ms=int(time.time() * 1000),
+        last_update_ms=last_update_ms,
     )
     if ns.too_big(new):
         return Reply(proto.ERR_RECORD_TOO_BIG, old_gen, old_void)
