@@ -4,6 +4,8 @@ response and fault helpers the scan handler shares.
 Each handler returns an Outcome telling the connection loop what to send.
 Fault rules (faults.py) are applied here, in this order:
   1. a tripped stop-writes rule closes the connection without a response;
+     then a write takes its place among its record's writes in flight, or is
+     answered KEY_BUSY (pending.py: transaction-pending-limit);
   2. a delay rule sleeps before the command runs;
   3. a result rule answers its code instead of running the command (single
      commands) or instead of running the matching batch row;
@@ -16,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import proto
-from .engine import Reply, Request, count_result, execute
+from .engine import Reply, Request, count_result
 
 # Batch row flags (server batch.c).
 BATCH_REPEAT = 0x01
@@ -79,14 +81,48 @@ def compress_if_asked(msg, outcome):
     return outcome
 
 
-def pre_faults(fx, ops, digests):
-    """Apply stop-writes and delay rules; return True to close the connection."""
+def pre_faults(fx, ops, digests, hold=None):
+    """Apply stop-writes and delay rules; return True to close the connection.
+    `hold` is called between the two: a write takes its place in flight
+    before a delay, as a slow write would hold its record."""
     if fx.faults.writes_stopped():
         return True
+    if hold is not None:
+        hold()
     rule = fx.faults.take("delay", ops, digests)
     if rule is not None:
         time.sleep(rule.ms / 1000.0)
     return False
+
+
+def _pending_limit(fx, req):
+    """The namespace's transaction-pending-limit, or None when `req` takes no
+    part (a read, or an unknown namespace)."""
+    if req.kind == "read":
+        return None
+    ns = fx.store.get(req.ns)
+    return None if ns is None else ns.config.transaction_pending_limit
+
+
+def take_in_flight(fx, req):
+    """pending.py: False when the write must answer KEY_BUSY."""
+    limit = _pending_limit(fx, req)
+    return limit is None or fx.pending.enter(req.ns, req.digest, limit)
+
+
+def leave_in_flight(fx, req):
+    if _pending_limit(fx, req) is not None:
+        fx.pending.leave(req.ns, req.digest)
+
+
+def key_busy(fx, req):
+    """The reply of a write refused by the pending limit (rw_request_hash.c:
+    n_fail_key_busy counted, the client's write counted as an error)."""
+    with fx.store.lock:
+        ns = fx.store.get(req.ns)
+        if ns is not None:
+            ns.counts["fail_key_busy"] += 1
+    return Reply(proto.ERR_KEY_BUSY)
 
 
 def post_faults(fx, ops, digests, outcome):
@@ -107,12 +143,26 @@ def handle_single(fx, msg):
         msg, digest, msg.info1, msg.info2, msg.info3, msg.generation, msg.record_ttl, msg.ops
     )
     ops, digests = {req.kind}, {req.digest}
-    if pre_faults(fx, ops, digests):
-        return Outcome(close=True)
-    rule = fx.faults.take("result", ops, digests)
-    with fx.store.lock:
-        reply = Reply(rule.code) if rule is not None else execute(fx.store, req)
-        count_result(fx.store, req, reply.result)
+    held = []
+
+    def hold():
+        held.append(take_in_flight(fx, req))
+
+    try:
+        if pre_faults(fx, ops, digests, hold if req.kind != "read" else None):
+            return Outcome(close=True)
+        if held and not held[0]:
+            reply = key_busy(fx, req)
+        else:
+            rule = fx.faults.take("result", ops, digests)
+            reply = Reply(rule.code) if rule is not None else None
+        with fx.store.lock:
+            if reply is None:
+                reply = fx.execute(req)
+            count_result(fx.store, req, reply.result)
+    finally:
+        if held and held[0]:
+            leave_in_flight(fx, req)
     fx.stats.add(req.kind)
     if reply.result == proto.OK and req.kind != "read":
         fx.faults.note_writes(1)
@@ -248,7 +298,15 @@ def handle_batch(fx, msg):
         for row in rows:
             kind = row.req.kind
             rule = fx.faults.take("result", {"batch", kind}, {row.req.digest})
-            reply = Reply(rule.code) if rule is not None else execute(fx.store, row.req)
+            if rule is not None:
+                reply = Reply(rule.code)
+            elif not take_in_flight(fx, row.req):
+                reply = key_busy(fx, row.req)
+            else:
+                try:
+                    reply = fx.execute(row.req)
+                finally:
+                    leave_in_flight(fx, row.req)
             count_result(fx.store, row.req, reply.result, batch=True)
             fx.stats.add(kind)
             if reply.result == proto.OK and kind != "read":

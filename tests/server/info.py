@@ -3,6 +3,11 @@ applications send, answered as a single-node CE 8.1.2.0 server would, plus
 the fixture's own `fixture-*` commands (which a real server answers with
 ERROR:4:unrecognized command, so a test can tell the fixture apart).
 
+What depends on the cluster (partition ownership, peers, generations, the
+cluster key and size, migrations) goes through the hook methods in the
+"cluster view" section; cluster_info.py overrides them for a node of a
+cluster.
+
 Request body: commands, each ended by '\\n'. Response body: for each command
 "<command as sent>\\t<value>\\n" (thr_info.c handle_cmds).
 """
@@ -117,29 +122,86 @@ class InfoHandler:
     def cmd_features(self, _):
         return FEATURES
 
+    # -- cluster view (hooks: a single node that owns every partition) -------
+
+    def partition_generation(self):
+        return PARTITION_GENERATION
+
+    def peers_generation(self):
+        return PEERS_GENERATION
+
+    def peers_value(self):
+        """peers-clear-std: generation, default port, [[name,tls,[hosts]],...]."""
+        return "%d,%d,[]" % (PEERS_GENERATION, self.fx.port)
+
+    def services_value(self):
+        return ""
+
+    def cluster_key(self):
+        return CLUSTER_KEY
+
+    def cluster_name(self):
+        return "null"
+
+    def replica_rows(self):
+        """[(namespace, regime, [base64 bitmap per replica column])]."""
+        return [(ns, 0, [FULL_BITMAP]) for ns in self.fx.store.names()]
+
+    def cluster_stats(self):
+        """The cluster part of `statistics`."""
+        return [
+            ("cluster_size", 1),
+            ("cluster_key", CLUSTER_KEY),
+            ("cluster_generation", 1),
+            ("cluster_principal", self.fx.node_name),
+            ("cluster_integrity", "true"),
+            ("cluster_is_member", "true"),
+        ]
+
+    def migrations_remaining(self):
+        return 0
+
+    def ns_replication(self, ns, objects):
+        """The replication part of `namespace/<ns>`, in thr_info.c's order."""
+        return [
+            ("ns_cluster_size", 1),
+            ("effective_replication_factor", 1),
+            ("objects", objects),
+            ("tombstones", 0),
+            ("master_objects", objects),
+            ("prole_objects", 0),
+            ("unavailable_partitions", 0),
+            ("dead_partitions", 0),
+        ]
+
+    def replication_factor(self):
+        return 1
+
+    # -- node ------------------------------------------------------------------
+
     def cmd_partition_generation(self, _):
-        return str(PARTITION_GENERATION)
+        return str(self.partition_generation())
 
     def cmd_partitions(self, _):
         return "4096"
 
     def cmd_cluster_name(self, _):
-        return "null"
+        return self.cluster_name()
 
     def cmd_cluster_stable(self, params):
         ns = parse_params(params).get("namespace")
         if ns and self.fx.store.get(ns) is None:
             return "ERROR:20:namespace not found on node"
-        return CLUSTER_KEY
+        return self.cluster_key()
 
     def cmd_user_agent_set(self, _):
         return "ok"
 
     def cmd_peers_generation(self, _):
-        return str(PEERS_GENERATION)
+        return str(self.peers_generation())
 
     def _peers(self, _):
-        return "%d,%d,[]" % (PEERS_GENERATION, self.fx.port)
+        return self.peers_value()
 
     cmd_peers_clear_std = cmd_peers_clear_alt = _peers
     cmd_peers_tls_std = cmd_peers_tls_alt = _peers
@@ -150,26 +212,29 @@ class InfoHandler:
     cmd_service_clear_std = cmd_service_clear_alt = cmd_service = _service
 
     def cmd_services(self, _):
-        return ""
+        return self.services_value()
 
     def cmd_services_alternate(self, _):
-        return ""
+        return self.services_value()
 
     def cmd_rebalance_generation(self, _):
-        return str(PARTITION_GENERATION)
+        return str(self.partition_generation())
 
     def cmd_rack_ids(self, _):
         return ";".join("%s:0" % ns for ns in self.fx.store.names())
 
     def cmd_replicas(self, _):
-        names = self.fx.store.names()[:32]
-        return "".join("%s:0,1,%s;" % (ns, FULL_BITMAP) for ns in names)
+        # partition.c as_partition_get_replicas_all_str: ns:regime,count,maps...
+        rows = self.replica_rows()[:32]
+        return "".join("%s:%d,%d,%s;" % (ns, regime, len(maps), ",".join(maps))
+                       for ns, regime, maps in rows)
 
     def cmd_replicas_master(self, _):
-        return ";".join("%s:%s" % (ns, FULL_BITMAP) for ns in self.fx.store.names())
+        return ";".join("%s:%s" % (ns, maps[0]) for ns, _, maps in self.replica_rows())
 
     def cmd_replicas_all(self, _):
-        return ";".join("%s:1,%s" % (ns, FULL_BITMAP) for ns in self.fx.store.names())
+        return ";".join("%s:%d,%s" % (ns, len(maps), ",".join(maps))
+                        for ns, _, maps in self.replica_rows())
 
     def cmd_namespaces(self, _):
         return ";".join(self.fx.store.names())
@@ -182,13 +247,7 @@ class InfoHandler:
             for ns in self.fx.store.namespaces.values():
                 ns.purge_expired()
                 objects += len(ns.records)
-        return kv([
-            ("cluster_size", 1),
-            ("cluster_key", CLUSTER_KEY),
-            ("cluster_generation", 1),
-            ("cluster_principal", self.fx.node_name),
-            ("cluster_integrity", "true"),
-            ("cluster_is_member", "true"),
+        return kv(self.cluster_stats() + [
             ("cluster_duplicate_nodes", "null"),
             ("cluster_clock_skew_stop_writes_sec", 0),
             ("cluster_clock_skew_ms", 0),
@@ -203,7 +262,7 @@ class InfoHandler:
             # Batch requests the node took, under the real server's statistic.
             ("batch_index_initiate", self.fx.stats.snapshot()["batches"]),
             ("migrate_allowed", "true"),
-            ("migrate_partitions_remaining", 0),
+            ("migrate_partitions_remaining", self.migrations_remaining()),
         ])
 
     # -- namespace statistics and config -----------------------------------
@@ -218,15 +277,7 @@ class InfoHandler:
             used_pct, avail_pct = ns.used_pct(), ns.avail_pct()
             write_q = ns.wblocks_to_flush()
             counts = dict(ns.counts)
-            pairs = [
-                ("ns_cluster_size", 1),
-                ("effective_replication_factor", 1),
-                ("objects", objects),
-                ("tombstones", 0),
-                ("master_objects", objects),
-                ("prole_objects", 0),
-                ("unavailable_partitions", 0),
-                ("dead_partitions", 0),
+            pairs = self.ns_replication(ns, objects) + [
                 ("clock_skew_stop_writes", "false"),
                 ("stop_writes", _bool(ns.stop_writes)),
                 ("hwm_breached", _bool(ns.hwm_breached)),
@@ -272,6 +323,7 @@ class InfoHandler:
         for kind, outcomes in TRANSACTION_STATS:
             pairs += [("%s_%s" % (kind, o), counts.get("%s_%s" % (kind, o), 0)) for o in outcomes]
         pairs += [(name, counts.get(name, 0)) for name in READ_TOUCH_STATS]
+        pairs.append(("fail_key_busy", counts.get("fail_key_busy", 0)))
         return kv(pairs)
 
     def _ns_config(self, ns):
@@ -297,10 +349,10 @@ class InfoHandler:
             ("nsup-hist-period", 3600),
             ("nsup-period", cfg.nsup_period),
             ("nsup-threads", 1),
-            ("replication-factor", 1),
+            ("replication-factor", self.replication_factor()),
             ("stop-writes-sys-memory-pct", cfg.stop_writes_sys_memory_pct),
             ("strong-consistency", "false"),
-            ("transaction-pending-limit", 20),
+            ("transaction-pending-limit", cfg.transaction_pending_limit),
         ]
         if cfg.legacy:
             pairs += [

@@ -174,8 +174,10 @@ def find_evict_void_time(ns, now):
     return value
 
 
-def nsup_tick(ns, mono_seconds):
-    """One wake-up of nsup.c run_expire_or_evict."""
+def nsup_tick(ns, mono_seconds, store=None):
+    """One wake-up of nsup.c run_expire_or_evict. `store` publishes the evict
+    void time (Store.smd_set / smd_delete: every node of a cluster); without
+    one it goes to `ns` alone."""
     ns.counts["nsup_wakes"] += 1
     period = ns.config.nsup_period
     if period == 0:
@@ -192,11 +194,17 @@ def nsup_tick(ns, mono_seconds):
             if evict_void_time < ns.evict_void_time:
                 # "evict-void-time < previous": the SMD item is deleted first,
                 # and nsup_smd_accept_cb zeroes both.
-                ns.evict_void_time = 0
-                ns.smd_evict_void_time = 0
+                if store is None:
+                    ns.evict_void_time = 0
+                    ns.smd_evict_void_time = 0
+                else:
+                    store.smd_delete(ns.config.name)
             # Published through SMD (nsup_smd_accept_cb sets smd_evict_void_time);
             # evict() picks it up on the next wake-up.
-            ns.smd_evict_void_time = evict_void_time
+            if store is None:
+                ns.smd_evict_void_time = evict_void_time
+            else:
+                store.smd_set(ns.config.name, evict_void_time)
             return
         if evict_void_time == 0:
             return  # no need to expire
@@ -207,28 +215,34 @@ def nsup_tick(ns, mono_seconds):
 # -- threads --------------------------------------------------------------------
 
 
-def _run_nsup(store, name, stopping):
+def _run_nsup(store, name, stopping, running):
     while not stopping.wait(NSUP_WAKE_SECONDS):
+        if not running():
+            continue  # a paused node's threads are frozen (SIGSTOP)
         with store.lock:
             ns = store.get(name)  # fixture-reset replaces the Namespace object
             if ns is not None:
-                nsup_tick(ns, int(time.monotonic()))
+                nsup_tick(ns, int(time.monotonic()), store)
 
 
-def _run_stop_writes(store, period, stopping):
+def _run_stop_writes(store, period, stopping, running):
     while not stopping.wait(period):
+        if not running():
+            continue
         with store.lock:
             for ns in store.namespaces.values():
                 eval_stop_writes(ns)
 
 
-def start(store, stop_writes_period=EVAL_STOP_WRITES_PERIOD):
+def start(store, stop_writes_period=EVAL_STOP_WRITES_PERIOD, running=lambda: True):
     """Start the NSUP threads (one per namespace) and the stop-writes thread;
-    return an Event that stops them when set."""
+    return an Event that stops them when set. They skip their work while
+    `running()` is false."""
     stopping = threading.Event()
     for name in store.names():
-        threading.Thread(target=_run_nsup, args=(store, name, stopping),
+        threading.Thread(target=_run_nsup, args=(store, name, stopping, running),
                          name="nsup-" + name, daemon=True).start()
-    threading.Thread(target=_run_stop_writes, args=(store, stop_writes_period, stopping),
+    threading.Thread(target=_run_stop_writes,
+                     args=(store, stop_writes_period, stopping, running),
                      name="stop-writes", daemon=True).start()
     return stopping

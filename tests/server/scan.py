@@ -12,8 +12,10 @@ Response, as the 8.1 server's basic query job (as/src/query/query.c): one
 msg per record with fields NAMESPACE, DIGEST, SET and KEY (if stored),
 generation and void-time, and the selected bins; records are packed into
 protos, then a msg with info3 LAST ends the stream. The server sends
-PARTITION_DONE msgs only for unavailable partitions, so with every
-partition owned there are none. A record holding none of the selected bins
+PARTITION_DONE msgs only for unavailable partitions (result code
+UNAVAILABLE, the partition id in the generation field, which the client's
+partition tracker retries): a single node owns every partition, so there are
+none; a cluster node (cluster.py) serves the partitions it is master of. A record holding none of the selected bins
 is not returned (query.c apply_ops_make_response sends nothing when no op
 produced a bin; proto.c "Don't return an empty record" for bin lists);
 --scan-keep-binless makes the fixture return it with no bins instead.
@@ -133,6 +135,12 @@ def _collect(fx, msg):
     wanted = _wanted_partitions(msg)
 
     out = []
+    unavailable = [pid for pid, _ in wanted if not fx.serves_partition(pid)]
+    done = [proto.Msg(info3=proto.INFO3_PARTITION_DONE, result=proto.ERR_UNAVAILABLE,
+                      generation=pid) for pid in unavailable]
+    if unavailable:
+        gone = set(unavailable)
+        wanted = [(pid, resume) for pid, resume in wanted if pid not in gone]
     with fx.store.lock:
         ns = fx.store.get(ns_name)
         if ns is None:
@@ -154,8 +162,8 @@ def _collect(fx, msg):
                         continue
                 out.append(m)
                 if max_records and len(out) >= max_records:
-                    return out
-    return out
+                    return out + done
+    return out + done
 
 
 def _pack(msgs):

@@ -14,10 +14,11 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from . import nsup, proto
+from . import engine, nsup, proto
 from .faults import Faults, Stats
 from .handlers import Outcome, error_proto, handle_batch, handle_single
 from .info import InfoHandler
+from .pending import PendingWrites
 from .scan import SCAN_MARKER_FIELDS, handle_scan
 from .store import Store
 
@@ -31,23 +32,43 @@ class Options:
 
 class Fixture:
     """Shared state: the store, fault rules, counters and identity, and the
-    server's background threads (NSUP and stop-writes, nsup.py)."""
+    server's background threads (NSUP and stop-writes, nsup.py).
 
-    def __init__(self, namespace_configs, options=None):
-        self.store = Store(namespace_configs)
+    One node. A cluster (cluster.py) makes one per node, with a lock shared by
+    all of them, and overrides the hooks below: where a command runs
+    (`execute`), which partitions a scan serves (`serves_partition`) and
+    whether the node is running (`running`: not while paused)."""
+
+    info_class = InfoHandler
+
+    def __init__(self, namespace_configs, options=None, lock=None):
+        self.store = Store(namespace_configs, lock)
         self.faults = Faults()
         self.stats = Stats()
+        self.pending = PendingWrites()
         self.options = options or Options()
         self.port = 0
         self.node_name = "BB9000000000001"
-        self.info = InfoHandler(self)
+        self.info = self.info_class(self)
         self.started = time.monotonic()
         self._open = 0  # connections being served now
         self._open_lock = threading.Lock()
-        self._threads = nsup.start(self.store, self.options.stop_writes_period)
+        self._threads = nsup.start(self.store, self.options.stop_writes_period, self.running)
 
     def stop_threads(self):
         self._threads.set()
+
+    def running(self):
+        return True
+
+    def execute(self, req):
+        """Run one record-level command (Store.lock held); return its Reply."""
+        return engine.execute(self.store, req)
+
+    def serves_partition(self, pid):
+        """Whether a scan on this node serves partition `pid` (else the
+        partition is answered unavailable)."""
+        return True
 
     def uptime(self):
         return time.monotonic() - self.started
@@ -83,6 +104,12 @@ class Server:
         fx.port = self.sock.getsockname()[1]
         fx.node_name = "BB9%04X7F000001" % fx.port
         self._closing = False
+        self._conns = set()  # open connections, for kill()
+        self._conns_lock = threading.Lock()
+        # Cleared while the node is paused: every connection stops answering,
+        # info included, as under SIGSTOP; the kernel still accepts connections.
+        self.answering = threading.Event()
+        self.answering.set()
 
     @property
     def port(self):
@@ -109,13 +136,32 @@ class Server:
         self.fx.stop_threads()
         self.sock.close()
 
+    def kill(self):
+        """What SIGKILL does to the listener and the connections: all closed at
+        once, requests in progress unanswered."""
+        self._closing = True
+        self.fx.stop_threads()
+        proto.close_hard(self.sock)
+        with self._conns_lock:
+            conns, self._conns = list(self._conns), set()
+        for conn in conns:
+            proto.close_hard(conn)
+        self.answering.set()  # let frozen connection threads see the close
+
     def _serve_conn(self, conn):
         self.fx.count_open(1)
+        with self._conns_lock:
+            self._conns.add(conn)
+        if self._closing:
+            proto.close_hard(conn)
         try:
             while True:
                 try:
                     ptype, body = proto.read_proto(conn)
                 except (EOFError, ConnectionError):
+                    return
+                self.answering.wait()
+                if self._closing:
                     return
                 outcome = self._dispatch(ptype, body)
                 if outcome is None or not self._send(conn, outcome):
@@ -128,6 +174,8 @@ class Server:
             traceback.print_exc()
         finally:
             self.fx.count_open(-1)
+            with self._conns_lock:
+                self._conns.discard(conn)
             proto.close_hard(conn)
 
     def _dispatch(self, ptype, body):

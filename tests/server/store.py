@@ -72,6 +72,7 @@ CONFIG_KEYS = (
     "defrag-lwm-pct",
     "flush-size",
     "device-write-bps",
+    "transaction-pending-limit",
 )
 # Keys a real server accepts only for `storage-engine device` (cfg_info.c).
 DEVICE_ONLY_KEYS = ("post-write-cache", "flush-size")
@@ -148,6 +149,10 @@ class NamespaceConfig:
     defrag_lwm_pct: int = 50  # reported only
     flush_size: int = DEFAULT_FLUSH_SIZE  # device only, reported only
     device_write_bps: int = DEFAULT_DEVICE_WRITE_BPS  # fixture knob (device)
+    # Write transactions that may queue behind one in flight on a record before
+    # the next is refused with KEY_BUSY (rw_request_hash.c handle_hot_key); 0 =
+    # no limit. cfg.c: a u32 with no checks; cfg_info.c sets it the same way.
+    transaction_pending_limit: int = 20
 
     def set(self, key, value):
         """Apply one `key=value` config item; raise ValueError if invalid.
@@ -209,6 +214,8 @@ class NamespaceConfig:
             self.flush_size = size
         elif key == "device-write-bps":
             self.device_write_bps = parse_size(value)
+        elif key == "transaction-pending-limit":
+            self.transaction_pending_limit = _int_in(value, 0, 0xFFFFFFFF, key)
         else:
             raise ValueError("unknown namespace config key %r" % key)
 
@@ -496,13 +503,31 @@ class Namespace:
 
 
 class Store:
-    """All namespaces, plus the lock that serialises access to them."""
+    """All namespaces, plus the lock that serialises access to them (a cluster's
+    nodes share one lock: cluster.py).
 
-    def __init__(self, configs):
-        self.lock = threading.RLock()
+    `smd_set(name, evict_void_time)` and `smd_delete(name)` publish an evict void
+    time the way nsup.c does through system metadata: to this store's namespace
+    alone on a single node; a cluster replaces them to reach every node."""
+
+    def __init__(self, configs, lock=None):
+        self.lock = lock or threading.RLock()
         self._initial = [replace(c) for c in configs]
         self.namespaces = {}
         self.reset()
+
+    def smd_set(self, name, evict_void_time):
+        """nsup_smd_accept_cb for a set item."""
+        ns = self.get(name)
+        if ns is not None:
+            ns.smd_evict_void_time = evict_void_time
+
+    def smd_delete(self, name):
+        """nsup_smd_accept_cb for a deleted item: both void times go to 0."""
+        ns = self.get(name)
+        if ns is not None:
+            ns.evict_void_time = 0
+            ns.smd_evict_void_time = 0
 
     def reset(self):
         """Drop every record and restore the startup namespace configs."""
