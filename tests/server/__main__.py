@@ -1,9 +1,11 @@
-"""Command line: python3 -m tests.server --port 0 --port-file PATH [--namespace SPEC ...]"""
+"""Command line: python3 -m tests.server --port 0 --port-file PATH [--namespace SPEC ...]
+[--nodes N --replication-factor R --heartbeat-timeout S]"""
 
 import argparse
 import os
 import signal
 import sys
+import threading
 
 from .nsup import EVAL_STOP_WRITES_PERIOD
 from .server import Fixture, Options, Server
@@ -15,8 +17,20 @@ def parse_args(argv):
         prog="python3 -m tests.server",
         description="Protocol-level Aerospike test server (single node, 127.0.0.1).",
     )
-    parser.add_argument("--port", type=int, default=3000, help="TCP port; 0 picks a free one")
-    parser.add_argument("--port-file", help="write the listening port to this file")
+    parser.add_argument("--port", type=int, default=3000,
+                        help="TCP port; 0 picks a free one (with --nodes: the first node's, "
+                        "the others' follow it)")
+    parser.add_argument("--port-file", help="write the listening port to this file "
+                        "(with --nodes: every node's, comma-separated)")
+    parser.add_argument("--nodes", type=int, metavar="N",
+                        help="run a cluster of N nodes, each on its own port (cluster.py)")
+    parser.add_argument("--replication-factor", type=int, default=2, metavar="R",
+                        help="with --nodes: the namespaces' replication factor (default 2)")
+    parser.add_argument("--heartbeat-timeout", type=float, metavar="SECONDS",
+                        help="with --nodes: how long the others wait for a lost node "
+                        "before re-forming without it (default 1.5)")
+    parser.add_argument("--migrate-seconds", type=float, metavar="SECONDS",
+                        help="with --nodes: how long a rebalance's migrations last (default 2)")
     parser.add_argument(
         "--namespace",
         action="append",
@@ -46,10 +60,42 @@ def parse_args(argv):
 
 
 def write_port_file(path, port):
+    """One port, or a list of them written comma-separated on one line."""
     tmp = "%s.tmp.%d" % (path, os.getpid())
     with open(tmp, "w") as f:
-        f.write("%d\n" % port)
+        if isinstance(port, int):
+            f.write("%d\n" % port)
+        else:
+            f.write(",".join(str(p) for p in port) + "\n")
     os.replace(tmp, path)
+
+
+def run_cluster(args, configs, options):
+    from . import cluster
+
+    if args.nodes < 1 or args.replication_factor < 1:
+        print("--nodes and --replication-factor must be >= 1", file=sys.stderr)
+        return 2
+    kwargs = {}
+    if args.heartbeat_timeout is not None:
+        kwargs["heartbeat_timeout"] = args.heartbeat_timeout
+    if args.migrate_seconds is not None:
+        kwargs["migrate_seconds"] = args.migrate_seconds
+    cl = cluster.Cluster(configs, options, nodes=args.nodes,
+                         replication_factor=args.replication_factor, base_port=args.port,
+                         **kwargs)
+    if args.port_file:
+        write_port_file(args.port_file, cl.ports)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    print("aerospike test cluster listening on 127.0.0.1:%s" % ",".join(map(str, cl.ports)),
+          file=sys.stderr, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cl.close()
+    return 0
 
 
 def main(argv=None):
@@ -67,6 +113,8 @@ def main(argv=None):
         return 2
     options = Options(scan_keep_binless=args.scan_keep_binless, verbose=args.verbose,
                       stop_writes_period=args.stop_writes_period)
+    if args.nodes is not None:
+        return run_cluster(args, configs, options)
     server = Server(Fixture(configs, options), port=args.port)
     if args.port_file:
         write_port_file(args.port_file, server.port)

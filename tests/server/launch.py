@@ -11,10 +11,9 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 
 
 @contextlib.contextmanager
-def running(timeout=10, args=()):
-    """Yields the loopback port of a fresh test server started with the extra
-    command-line `args` (e.g. ["--namespace", "ns:data-size=1M"]); stops it
-    afterwards."""
+def _started(args, timeout):
+    """Runs `python -m tests.server --port 0 --port-file F *args`; yields the
+    port file's text once written; stops the server afterwards."""
     with tempfile.TemporaryDirectory() as tmp:
         port_file = os.path.join(tmp, "port")
         proc = subprocess.Popen(
@@ -30,7 +29,27 @@ def running(timeout=10, args=()):
                 if time.time() > deadline:
                     raise RuntimeError("the test server did not write its port file")
                 time.sleep(0.02)
-            yield int(open(port_file).read())
+            yield open(port_file).read().strip()
         finally:
             proc.terminate()
             proc.wait(10)
+
+
+@contextlib.contextmanager
+def running(timeout=10, args=()):
+    """Yields the loopback port of a fresh test server started with the extra
+    command-line `args` (e.g. ["--namespace", "ns:data-size=1M"]); stops it
+    afterwards."""
+    with _started(list(args), timeout) as text:
+        yield int(text)
+
+
+@contextlib.contextmanager
+def running_cluster(nodes=3, rf=2, args=(), timeout=20):
+    """Yields the loopback ports (a list) of a fresh cluster of `nodes` test
+    server nodes with replication factor `rf` in one process (cluster.py),
+    started with the extra command-line `args` (e.g. ["--heartbeat-timeout",
+    "1"]); stops it afterwards."""
+    cmd = ["--nodes", str(nodes), "--replication-factor", str(rf), *args]
+    with _started(cmd, timeout) as text:
+        yield [int(p) for p in text.split(",")]
