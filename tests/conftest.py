@@ -3,10 +3,17 @@
 AEROSPIKE_TEST_HOSTS names a real server (set up as tests/aerospike-test.conf
 says); without it a protocol test server (tests/server) is started for the session
 on a free loopback port.
+
+`aerospike_cluster` is a cluster: AEROSPIKE_TEST_CLUSTER names a real one (README,
+"Testing against a real server"); without it a fixture cluster of three nodes with
+replication factor 2 runs for the session. `cluster_ctl` kills, pauses, resumes and
+restarts one of its nodes, on either.
 """
 
 import os
+import shlex
 import socket
+import subprocess
 
 import pytest
 
@@ -15,7 +22,7 @@ import pytest
 # 0 to 3 s (src/engine/cache.c), plus a second's rounding. Elsewhere it is 0.
 TTL_SPREAD_S = 7
 
-from tests.server.launch import running
+from tests.server.launch import running, running_cluster
 
 
 def basic_check_module() -> str:
@@ -52,6 +59,58 @@ def info(hosts, command):
         _, body = read_proto(sock)
     line = body.decode().split("\n", 1)[0]
     return line.split("\t", 1)[1] if "\t" in line else line
+
+
+@pytest.fixture(scope="session")
+def aerospike_cluster():
+    """A comma-separated seed list, 127.0.0.1:p1,127.0.0.1:p2,...: the real cluster
+    AEROSPIKE_TEST_CLUSTER names, else a fixture cluster of 3 nodes, RF 2."""
+    hosts = os.environ.get("AEROSPIKE_TEST_CLUSTER")
+    if hosts:
+        yield hosts
+        return
+    with running_cluster(nodes=3, rf=2) as ports:
+        yield ",".join(f"127.0.0.1:{p}" for p in ports)
+
+
+# What a test's node faults are called by AEROSPIKE_TEST_CTL (scripts/
+# aerospike-loopback.sh: start, stop, kill, pause, resume).
+_CTL_ACTIONS = {"kill": "kill", "pause": "pause", "resume": "resume", "restart": "start",
+                "stop": "stop", "start": "start"}
+# What a real cluster's control command must not inherit from a sanitized run.
+_SANITIZER_ENV = ("LD_PRELOAD", "ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS", "PYTHONMALLOC")
+
+
+def cluster_ctl(hosts, action, node_index):
+    """Kill, pause, resume or restart node `node_index` of the cluster `hosts`
+    (a seed list). With AEROSPIKE_TEST_CTL set it runs `$AEROSPIKE_TEST_CTL ACTION
+    NODE`, NODE being the node_index-th of AEROSPIKE_TEST_CLUSTER_NODES (default
+    0,1,2) and ACTION kill, pause, resume or start (for restart); otherwise it sends
+    `fixture-node:ACTION:INDEX` to a node of the fixture cluster other than the one
+    it acts on (a paused or killed node answers nothing)."""
+    if action not in ("kill", "pause", "resume", "restart"):
+        raise ValueError(f"unknown node action {action!r}")
+    ctl = os.environ.get("AEROSPIKE_TEST_CTL")
+    if ctl:
+        nodes = os.environ.get("AEROSPIKE_TEST_CLUSTER_NODES", "0,1,2").split(",")
+        env = {k: v for k, v in os.environ.items() if k not in _SANITIZER_ENV}
+        subprocess.run(shlex.split(ctl) + [_CTL_ACTIONS[action], nodes[node_index]],
+                       check=True, timeout=180, env=env)
+        return
+    seeds = hosts.split(",")
+    last = None
+    for i, seed in enumerate(seeds):
+        if i == node_index and len(seeds) > 1:
+            continue
+        try:
+            answer = info(seed, f"fixture-node:{action}:{node_index}")
+        except OSError as exc:  # that node is down too: try the next
+            last = exc
+            continue
+        if answer != "ok":
+            raise RuntimeError(f"fixture-node:{action}:{node_index}: {answer}")
+        return
+    raise RuntimeError(f"no node of {hosts} took fixture-node:{action}:{node_index}: {last}")
 
 
 @pytest.fixture
