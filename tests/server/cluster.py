@@ -1,9 +1,9 @@
 """A cluster of test-server nodes in one process.
 
 Each node is a Fixture (server.py) with its own listener on its own loopback
-port, its own store, namespace state, NSUP and stop-writes threads, fault
-rules and counters; all nodes share one lock, so a command and its
-replication happen at once. What the cluster adds, after CE 8.1.2.0:
+port, its own store, namespace state, NSUP and stop-writes threads and
+counters; all nodes share one lock, so a command and its replication happen
+at once, and one set of fault rules. What the cluster adds, after CE 8.1.2.0:
 
 * Partitions (as/src/fabric/partition_balance.c fill_global_tables): each of
   the 4096 partitions orders the cluster's nodes by a hash of (partition id,
@@ -62,6 +62,7 @@ from dataclasses import replace
 from . import engine, proto
 from .cluster_info import ClusterInfo
 from .engine import Reply
+from .faults import Faults
 from .server import Fixture, Options, Server
 from .store import DEFAULT_NAMESPACES, parse_namespace_spec
 
@@ -103,6 +104,9 @@ class ClusterNode(Fixture):
         self.slot = slot
         self.proxies = 0
         super().__init__(cluster.configs, cluster.options, lock=cluster.lock)
+        # Fault rules are the cluster's: a rule for a record fires on whichever
+        # node the command reaches (fixture-node makes node faults).
+        self.faults = cluster.faults
         self.store.smd_set = cluster.smd_set
         self.store.smd_delete = cluster.smd_delete
 
@@ -154,6 +158,7 @@ class Cluster:
         self.migrate_seconds = migrate_seconds
         self.name = CLUSTER_NAME
         self.lock = threading.RLock()  # every node's Store.lock, and the view's
+        self.faults = Faults()  # every node's fault rules
         self.slots = [Slot(i) for i in range(nodes)]
         self.members = []  # slot indices, principal (highest node id) first
         self.owners = [()] * N_PARTITIONS  # per partition: master, replicas
@@ -473,11 +478,11 @@ class Cluster:
         counters; the membership stays."""
         with self.lock:
             self.smd = {}
+            self.faults.clear()
             for slot in self.slots:
                 if slot.state == "dead":
                     continue
                 slot.fx.store.reset()
-                slot.fx.faults.clear()
                 slot.fx.stats.reset()
                 slot.fx.proxies = 0
                 slot.missed = set()
