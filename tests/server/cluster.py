@@ -118,7 +118,8 @@ class ClusterNode(Fixture):
 
     def serves_partition(self, pid):
         owners = self.cluster.owners[pid]
-        return self.slot.member and bool(owners) and owners[0] == self.slot.index
+        slot = self.slot
+        return slot.member and bool(owners) and owners[0] == slot.index and pid in slot.holds
 
 
 class Slot:
@@ -225,11 +226,15 @@ class Cluster:
             slot.state, slot.since = "up", time.monotonic()
             if slot.member:
                 # Within the heartbeat timeout: the cluster never noticed.
-                # Catch up on the replica writes it missed.
-                for pid in sorted(slot.missed):
-                    owners = self.owners[pid]
-                    if owners and owners[0] != index and self.slots[owners[0]].state == "up":
-                        self._copy_partition(self._groups(), owners[0], index, pid)
+                # Catch up on the replica writes it missed, and on partitions
+                # a rebalance gave it meanwhile.
+                owned = {pid for pid in range(N_PARTITIONS) if index in self.owners[pid]}
+                groups = self._groups()
+                for pid in sorted(slot.missed | (owned - slot.holds)):
+                    src = self.owners[pid][0]
+                    if src != index and self.up(src) and pid in self.slots[src].holds:
+                        self._copy_partition(groups, src, index, pid)
+                        slot.holds.add(pid)
                 slot.missed = set()
             else:
                 # Left behind: an orphan (partition_balance.c
@@ -412,7 +417,8 @@ class Cluster:
         pid = proto.partition_id(req.digest)
         owners = self.owners[pid]
         me = fx.slot.index
-        local = fx.slot.member and me in owners and (req.kind == "read" or owners[0] == me)
+        local = (fx.slot.member and me in owners and pid in fx.slot.holds
+                 and (req.kind == "read" or owners[0] == me))
         target = fx.slot if local else (self.slots[owners[0]] if owners else None)
         if not local:
             fx.proxies += 1
