@@ -18,6 +18,8 @@ import socket
 import threading
 import time
 
+from cache_cluster import namespace_counters, parse_info
+
 
 class Hung(Exception):
     """An operation did not complete within its timeout."""
@@ -88,14 +90,15 @@ class Ours:
     label = "ours (lmcache_aerospike._native)"
     # Counters of the engine reported per interval, when the engine has them.
     ENGINE_COUNTERS = ("puts_retried", "write_retries", "dropped_full", "dropped_busy",
-                       "dropped_unsent", "full", "puts_aborted", "torn", "corrupt",
-                       "puts_paced", "clock_reservations", "hits_touched", "hits_fresh",
-                       "touches_failed", "mends")
+                       "dropped_unsent", "dropped_unreachable", "dropped_paced", "full",
+                       "puts_aborted", "torn", "corrupt", "puts_paced", "clock_reservations",
+                       "clock_resets", "clock_local", "clock_fallbacks", "hits_touched",
+                       "hits_fresh", "touches_failed", "mends")
 
     def __init__(self, settings, timeout=120.0):
         from lmcache_aerospike import _native  # only when this tier runs
 
-        self.settings = settings
+        self.settings, self.errors = settings, _native.Error
         self.namespace, self.set_name = settings["namespace"], settings["set"]
         self.native = _native.Connector(**settings)
         self.completions = Completions(self.native)
@@ -126,13 +129,24 @@ class Ours:
         return {name: stats.get(name, 0) for name in self.ENGINE_COUNTERS}
 
     def server_counters(self):
-        return namespace_counters(self.native.info(f"namespace/{self.namespace}"))
+        """The namespace's counters over the cluster; while a node is paused or just
+        gone (its info fails) the last ones read."""
+        try:
+            self.last_counters = namespace_counters(
+                self.native.info(f"namespace/{self.namespace}"))
+        except self.errors:
+            if not hasattr(self, "last_counters"):
+                raise
+        return self.last_counters
 
     def debris(self):
         """Orphan segments and broken meta records (a sweep) against every record of
-        the set (a scan): both read the whole set."""
-        found = self.native.sweep()
-        total = len(self.native.scan(records=True))
+        the set (a scan): both read the whole set. None when a node does not answer."""
+        try:
+            found = self.native.sweep()
+            total = len(self.native.scan(records=True))
+        except self.errors:
+            return None
         return {"debris_records": len(found), "total_records": total,
                 "reasons": _count(r["reason"] for r in found)}
 
@@ -151,54 +165,6 @@ def _count(items):
 
 
 # ------------------------------------------------------------- Aerospike info
-
-def parse_info(answer):
-    """'a=1;b=x' -> {'a': '1', 'b': 'x'}."""
-    return dict(item.split("=", 1) for item in answer.split(";") if "=" in item)
-
-
-def namespace_counters(nodes):
-    """The namespace's eviction figures from info namespace/NS on every node: record
-    counts summed, the fullest node's data_used_pct, stop_writes on any node."""
-    out = {"evicted_objects": 0, "expired_objects": 0, "objects": 0,
-           "data_used_pct": 0, "stop_writes": False}
-    for _node, _addr, answer in nodes:
-        kv = parse_info(answer)
-        for name in ("evicted_objects", "expired_objects", "objects"):
-            out[name] += int(kv.get(name, 0))
-        out["data_used_pct"] = max(out["data_used_pct"], int(kv.get("data_used_pct", 0)))
-        out["stop_writes"] |= kv.get("stop_writes") == "true"
-    return out
-
-
-def namespace_budget(nodes):
-    """What the namespace holds, over the cluster: per node data size x
-    evict-used-pct / 100 (where NSUP starts evicting: a cache holds that much), or
-    x stop-writes-used-pct / 100 when it does not evict, summed, over the
-    replication factor."""
-    total, rf = 0, 1
-    for _node, _addr, answer in nodes:
-        kv = parse_info(answer)
-        size = int(kv.get("data_total_bytes") or kv.get("storage-engine.data-size") or 0)
-        pct = int(kv.get("storage-engine.evict-used-pct", 0) or 0) or \
-            int(kv.get("storage-engine.stop-writes-used-pct", 100) or 100)
-        total += size * pct // 100
-        rf = max(rf, int(kv.get("effective_replication_factor")
-                         or kv.get("replication-factor") or 1))
-    return total // rf
-
-
-def namespace_data_size(nodes):
-    """The namespace's data size over the cluster, over the replication factor: the
-    DRAM a memory namespace costs (a device namespace's is its index, not this)."""
-    total, rf = 0, 1
-    for _node, _addr, answer in nodes:
-        kv = parse_info(answer)
-        total += int(kv.get("data_total_bytes") or kv.get("storage-engine.data-size") or 0)
-        rf = max(rf, int(kv.get("effective_replication_factor")
-                         or kv.get("replication-factor") or 1))
-    return total // rf
-
 
 def truncate(native, namespace, set_name, wait_s=30.0):
     """Empties the set, and on a real server waits until it reports no objects (the

@@ -28,8 +28,22 @@ misses, 256 KiB / 4 MiB / 32 MiB). It writes cache_bench.{md,json} to --out and 
 1 when our tier returned a wrong byte.
 
 The budget defaults to the namespace's capacity (data size x evict-used-pct, or
-stop-writes-used-pct when it does not evict, over the cluster), and the set to a fresh
-lmca_bench_* one, truncated before and after.
+stop-writes-used-pct when it does not evict, summed over the cluster's nodes, over the
+replication factor: bench/cache_cluster.py), and the set to a fresh lmca_bench_* one,
+truncated before and after.
+
+A cluster and events, as bench/cache_fill.py takes them: --hosts may name several
+seeds; --event kill:NODE@0.4 / restart:NODE@+30 / pause:NODE@0.4:8 act on a node
+during our run (a share of its requests, or of its duration; NODE a name of --ctl's
+command, or `clock`, the node that masters the shared clock's record:
+bench/cache_events.py), and --writer-clock W:OFFSET runs our writer W under faketime.
+Beside the hit ratios the run then reports cache_fill.py's figures for our tier
+(cache_report.summary): stores and drops by cause, failed set batches by error, the
+newest and oldest fifths, the hot set's re-reads after the first budget and its
+conversations whole at the end, the slowest set batch per writer (and the p99), each
+writer's own clocks, the shared clock's round trips per store and per second, NSUP's
+refusing cycles per node (--server-log, or the loopback script's logs), debris,
+wrong bytes and the events' times; --json PATH writes them as one document.
 
 A real-server run (CE 8.x on loopback, a 2 GiB namespace; redis-server from
 `scripts/install-debian-deps.sh bench`):
@@ -40,6 +54,11 @@ A real-server run (CE 8.x on loopback, a 2 GiB namespace; redis-server from
     .venv/bin/python bench/cache_bench.py --hosts 127.0.0.1:3200 --latency-only
     # an engine setting under trial, passed through to the Connector:
     .venv/bin/python bench/cache_bench.py --hosts 127.0.0.1:3200 -o default_ttl_seconds=3600
+    # the three-node cache cluster (cache0-2: replication-factor 2), the clock's node
+    # paused for 8 s at 40 % of the run, a writer 30 s ahead:
+    .venv/bin/python bench/cache_bench.py --hosts 127.0.0.1:3600,127.0.0.1:3610 \
+        --duration 120 --chunk 1M --writers 4 --no-redis --event pause:clock@0.4:8 \
+        --writer-clock 1:+30s --json /tmp/bench-case.json
 
 Whether a full namespace evicts or stops writes is the server's configuration
 (evict-used-pct, stop-writes-used-pct, NSUP, TTLs): the report quotes it. `make bench`
@@ -58,8 +77,11 @@ import time
 import uuid
 
 import cache_report as report
-from cache_backends import (Hung, Ours, Redis, namespace_budget, namespace_data_size, parse_info,
-                            redis_call)
+import cache_cluster as cluster
+import cache_events as events
+import cache_figures as fig
+from cache_backends import Hung, Ours, Redis, parse_info, redis_call
+from cache_faketime import writer_clocks
 from cache_payload import Payloads
 from cache_run import Limits, Run
 from cache_trace import TraceConfig
@@ -144,7 +166,31 @@ def parse_args(argv=None):
     p.add_argument("-o", dest="settings", action="append", type=parse_setting, default=[],
                    metavar="KEY=VALUE", help="engine setting for the Connector (repeatable)")
     p.add_argument("--out", default=os.path.join(HERE, "results"))
+    p.add_argument("--json", help="also write the case's figures (cache_fill.py's, the hit "
+                              "ratios beside them) as one JSON document here")
+    # A cluster and events during our run (bench/cache_events.py; cache_fill.py's options).
+    p.add_argument("--event", action="append", default=[], metavar="ACTION:NODE@WHEN[:HOLD]",
+                   help="kill:NODE@0.4, restart:NODE@+30, pause:NODE@0.4:8 during our run (a "
+                        "share of its requests, or of its duration); NODE a control name or "
+                        "`clock`")
+    p.add_argument("--ctl", default=None, metavar="CMD",
+                   help="runs as `CMD ACTION NODE` (default scripts/aerospike-loopback.sh, or "
+                        "the test server's fixture-node info command against it)")
+    p.add_argument("--ctl-node", action="append", default=[], metavar="HOST:PORT=NAME",
+                   help="the control command's name for a node (default: the loopback "
+                        "script's by port)")
+    p.add_argument("--writer-clock", action="append", default=[], metavar="W:OFFSET",
+                   help="our writer W under `faketime -m -f OFFSET`, e.g. 1:+30s (repeatable)")
+    p.add_argument("--server-log", action="append", default=[], metavar="[NAME=]PATH",
+                   help="a node's aerospike.log, for NSUP's refusals (repeatable; default: "
+                        "the loopback script's logs of the named nodes)")
     a = p.parse_args(argv)
+    try:
+        a.events = events.plan(a.event)
+        a.clocks = writer_clocks(a.writer_clock, a.writers)
+        a.ctl_nodes = [cluster.parse_ctl_node(t) for t in a.ctl_node]
+    except ValueError as e:
+        p.error(str(e))
     if not a.hosts:
         p.error("no Aerospike server: pass --hosts HOST:PORT or set AEROSPIKE_TEST_HOSTS")
     if a.duration is None and not a.requests:
@@ -179,8 +225,9 @@ def trace_config(args, budget):
                        hot_conversations=args.hot, hot_every=args.hot_every)
 
 
-def cache_run(backend, config, args, nonce, requests, duration):
-    """One tier through the trace; prints its rows; returns {label, rows, totals}."""
+def cache_run(backend, config, args, nonce, requests, duration, control=None):
+    """One tier through the trace; prints its rows; returns {label, rows, totals}.
+    With a control (ours only), the events and the writers' clocks apply."""
     print(f"\n== {backend.label}")
     print(report.header_line())
     limits = Limits(requests=requests, duration_s=duration or 0.0,
@@ -189,7 +236,11 @@ def cache_run(backend, config, args, nonce, requests, duration):
     # a pipelined batch against maxmemory and refuses it when it does not fit.
     batch = max(config.chunk_bytes, min(args.batch_bytes, config.budget_bytes // 8))
     run = Run(backend, config, limits, batch, nonce,
-              on_row=lambda r: print(report.row_line(r), flush=True))
+              on_row=lambda r: print(report.row_line(r), flush=True),
+              clocks=args.clocks if control else None)
+    if control and args.events:
+        run.events = events.Events(args.events, control, run.progress,
+                                   log=lambda line: print(line, flush=True))
     return {"label": backend.label, **run.execute()}
 
 
@@ -262,8 +313,17 @@ def run_ours(args, doc, nonce):
         if not args.latency_only:
             config = trace_config(args, doc["config"]["budget_bytes"])
             doc["config"].update(trace_fields(config))
+            nodes = cluster.Nodes.discover(ours.native, args.namespace, args.ctl_nodes)
+            control = events.Control.choose(nodes, args.ctl)
+            doc["config"].update({"nodes": nodes.describe(), "control": control.describe(),
+                                  "writer_clocks": {str(w): o for w, o in args.clocks.items()}})
+            since = time.time()
             doc["runs"]["ours"] = cache_run(ours, config, args, nonce, args.requests,
-                                            args.duration)
+                                            args.duration, control)
+            logs = fig.server_logs(args.server_log, [nodes.names[x] for x in nodes.addresses
+                                                     if x in nodes.names])
+            doc["runs"]["ours"]["totals"]["nsup"] = fig.nsup_per_node(logs, args.namespace,
+                                                                      since)
     finally:
         ours.cleanup()
         ours.close()
@@ -345,7 +405,7 @@ def server_config(ours, args):
     nodes = ours.native.info(f"namespace/{args.namespace}")
     kv = parse_info(nodes[0][2])
     test_server = is_test_server(ours)
-    budget = args.budget_bytes or namespace_budget(nodes)
+    budget = args.budget_bytes or cluster.capacity(nodes)
     if budget <= 0:
         sys.exit(f"cannot read namespace {args.namespace}'s capacity: pass --budget-bytes")
     build = ours.native.info("build")[0][2]
@@ -361,9 +421,10 @@ def server_config(ours, args):
         "budget_bytes": budget,
         # What our namespace costs in DRAM (a memory namespace's data size, over the
         # replication factor): the maxmemory of Redis at equal DRAM.
-        "data_size_bytes": namespace_data_size(nodes),
+        "data_size_bytes": cluster.data_size(nodes),
         "budget_source": "--budget-bytes" if args.budget_bytes else
-                         "namespace data size x evict-used-pct (or stop-writes-used-pct)",
+                         "namespace data size x evict-used-pct (or stop-writes-used-pct), "
+                         "summed over the nodes, over the replication factor",
     }
 
 
@@ -413,6 +474,11 @@ def main(argv=None):
     print(f"\n{doc['config']['note']}")
     for path in report.write_all(doc, args.out):
         print(f"wrote {path}", file=sys.stderr)
+    if doc["runs"].get("ours", {}).get("totals"):
+        print("\n".join(report.summary_lines(report.summary(doc))))
+        if args.json:
+            fig.write_json(args.json, report.summary(doc))
+            print(f"wrote {args.json}", file=sys.stderr)
     totals = doc["runs"].get("ours", {}).get("totals")
     wrong = totals and report.wrong_bytes(totals)
     bad_latency = any(m["wrong_or_missing"] for m in doc["latency"].get(Ours.label, {}).values())

@@ -4,6 +4,9 @@ cache_bench.json and cache_bench.md in --out."""
 import json
 import os
 
+import cache_figures as fig
+from cache_events import event_line
+
 KIB, MIB = 1024, 1024 * 1024
 
 # Engine counters that make up the "retried" and "dropped" columns (whichever exist).
@@ -157,6 +160,67 @@ def totals_rows(runs):
             for name, tier, lru in rows]
 
 
+# ------------------------------------------------------------------------ per case
+
+def summary(doc):
+    """Our run's figures as bench/cache_fill.py reports them (stores and drops by
+    cause, the newest and oldest fifths, the warm set, the slowest set batch, each
+    writer's clocks, NSUP per node, debris, wrong bytes, events), the hit ratios
+    beside them: the document --json writes, one case of bench/cluster_cases.py's."""
+    c, t = doc["config"], doc["runs"]["ours"]["totals"]
+    e, d = t["engine"], t.get("debris") or {}
+    stored, failed = both(t, "stored_ok"), both(t, "store_failed")
+    lru = t["lru_prefix_hit"]
+    return {
+        "command": c.get("command"), "server": c.get("server"), "nodes": c.get("nodes"),
+        "writers": c["writers"], "chunk_bytes": c["chunk_bytes"],
+        "capacity_bytes": c["budget_bytes"], "writer_clocks": c.get("writer_clocks"),
+        "control": c.get("control"), "events": t.get("events", []),
+        "requests": t["requests"], "seconds": t["seconds"],
+        "hit_by_prefix_token": t["tier_prefix_hit"], "lru_hit_by_prefix_token": lru,
+        "ours_over_lru": t["tier_prefix_hit"] / lru if lru else None,
+        "hit_by_chunk": t["tier_chunk_hit"], "lru_hit_by_chunk": t["lru_chunk_hit"],
+        "hot_by_prefix_token": t["hot_tier_prefix_hit"],
+        "offered": stored + failed, "stored": stored, "failed": failed,
+        "failed_by_error": t.get("set_errors", {}),
+        "dropped": {k: e.get(k, 0) for k in fig.DROPS},
+        "newest_fifth": t["newest_fifth"], "oldest_fifth": t["oldest_fifth"],
+        "warm": t.get("warm"), "puts": t.get("sets"),
+        "clock": fig.clocks({w: x for w, x in t.get("engines_by_writer", {}).items()}, stored,
+                            t["seconds"]),
+        "nsup": t.get("nsup"),
+        "debris": d.get("debris_records"), "objects": d.get("total_records"),
+        "wrong_bytes": wrong_bytes(t),
+    }
+
+
+def summary_lines(s):
+    """The case's figures as lines (printed, and in cache_bench.md)."""
+    w, p, c = s["warm"] or {}, s["puts"] or {}, s["clock"]
+    lines = [
+        f"stored {s['stored']} of {s['offered']} offered; failed {s['failed']} "
+        f"(set batches by error: {s['failed_by_error'] or 0}); dropped by cause: "
+        + ", ".join(f"{k[8:]} {v}" for k, v in s["dropped"].items()),
+        f"newest fifth readable {pct(s['newest_fifth'])} %, oldest fifth "
+        f"{pct(s['oldest_fifth'])} %",
+        f"hot set after the first budget: {w.get('hit')} / {w.get('reads_after_first_budget')} "
+        f"re-reads whole (exact LRU {w.get('lru_hit')}); {w.get('alive')} / "
+        f"{w.get('conversations')} conversations whole at the end",
+        f"slowest set batch {p.get('max')} s (p99 {p.get('p99')} s; per writer "
+        f"{p.get('max_per_writer')})",
+        f"clock: round trips {c['clock_reservations']} ({c['per_store']} a store, "
+        f"{c['per_second']} a second); own clocks per writer {c['clock_local']}, fallbacks "
+        f"{c['clock_fallbacks']}",
+        fig.nsup_line(s["nsup"]),
+        f"debris {s['debris']} of {s['objects']} records; wrong bytes {s['wrong_bytes']}",
+    ]
+    if s.get("writer_clocks"):
+        lines.append(f"writers' wall clocks (faketime): {s['writer_clocks']}")
+    for r in s["events"]:
+        lines.append(f"event {r['event']}: {event_line(r)}")
+    return lines
+
+
 # ------------------------------------------------------------------------ latency
 
 def latency_table(latency):
@@ -215,6 +279,9 @@ def markdown(doc):
         for name, cells in totals_rows(runs):
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines.append("")
+    if doc["runs"].get("ours", {}).get("totals"):
+        lines += ["## Ours: the cluster, events and writers", "",
+                  *[f"- {line}" for line in summary_lines(summary(doc))], ""]
     for name, run in doc["runs"].items():
         lines += [f"## {run['label']}: per interval", ""]
         if run.get("skipped"):

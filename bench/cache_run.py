@@ -12,16 +12,24 @@ look up every chunk, load the leading run of present chunks (checking every byte
 store every chunk that was not present, or that vanished before it was loaded; it
 sends back the outcome, the chunks it stored and its client's counters, which a
 collector thread tallies against the simulation's outcome for the same request.
+
+A writer given a wall clock of its own (--writer-clock W:OFFSET) runs under faketime
+and reaches its queues through a socket (bench/cache_faketime.py). Events (a node
+killed, paused, restarted: bench/cache_events.py) run on a thread of the parent from
+the run's start, their share of the run being its requests, or else its duration.
 """
 
 import collections
 import dataclasses
 import importlib
 import multiprocessing as mp
+import re
 import threading
 import time
 
 from cache_backends import Hung
+from cache_faketime import FaketimeProcess
+from cache_figures import put_times
 from cache_lru import ExactLRU, Outcome, fifths, leading_run
 from cache_payload import Payloads
 from cache_trace import Trace
@@ -51,6 +59,8 @@ class Writer:
         self.tokens_per_chunk = tokens_per_chunk
         self.store_log = store_log  # [(key, nbytes)] of stores that succeeded
         self.bytes_loaded = self.bytes_stored = 0
+        self.set_seconds = []  # how long each set batch took
+        self.set_errors = {}  # failed set batches by error (keys left out)
 
     def serve(self, keys):
         out = Outcome(chunks=len(keys), tokens=len(keys) * self.tokens_per_chunk)
@@ -106,14 +116,19 @@ class Writer:
         for batch, bufs in self._batches(keys):
             for key, buf in zip(batch, bufs):
                 self.payloads.fill(key, buf)
+            t0 = time.monotonic()
             try:
-                ok, _, stored = self.backend.set(batch, bufs)
+                ok, error, stored = self.backend.set(batch, bufs)
             except Hung:
                 self.bufs[:len(bufs)] = [self.payloads.buffer() for _ in bufs]
                 out.hung += 1
                 out.store_failed += len(batch)
+                self._set_failed("hung")
                 continue
+            self.set_seconds.append(time.monotonic() - t0)
             out.errors += not ok
+            if not ok:
+                self._set_failed(error)
             for key, buf, done in zip(batch, bufs, stored):
                 if done:
                     out.stored_ok += 1
@@ -121,6 +136,11 @@ class Writer:
                     self.store_log.append((key, len(buf)))
                 else:
                     out.store_failed += 1
+
+    def _set_failed(self, error):
+        # An engine error names the key and its figures: one entry per kind of error.
+        what = re.sub(r"\d+", "N", re.sub(r'"[^"]*"', '"…"', error or "failed"))[:100]
+        self.set_errors[what] = self.set_errors.get(what, 0) + 1
 
 
 # ---------------------------------------------------------------------- tallies
@@ -135,12 +155,17 @@ class Tally:
         self.interval = collections.Counter()
         self.total = collections.Counter()
 
-    def add(self, req, tier, lru):
+    def add(self, req, tier, lru, late=False):
+        """late: after the first budget's worth was stored (the warm reads cache_fill.py
+        counts: a hot re-read hits when its whole prefix loaded)."""
         scope = "hot_" if req.hot else ""
         c = collections.Counter({f"{scope}requests": 1})
         for side, outcome in (("tier", tier), ("lru", lru)):
             for name in OUTCOME_FIELDS:
                 c[f"{scope}{side}.{name}"] = getattr(outcome, name)
+            if req.hot and late:
+                c[f"late_hot_{side}.whole"] = int(outcome.prefix_tokens == outcome.tokens)
+        c["late_hot_requests"] = int(req.hot and late)
         with self.lock:
             self.interval.update(c)
             self.total.update(c)
@@ -175,8 +200,11 @@ class Run:
     """Replays `config`'s trace through `backend` within `limits`; `on_row` gets each
     interval's row as it is taken."""
 
-    def __init__(self, backend, config, limits, batch_bytes, nonce, on_row=print):
+    def __init__(self, backend, config, limits, batch_bytes, nonce, on_row=print, events=None,
+                 clocks=None):
         self.backend, self.config, self.limits, self.on_row = backend, config, limits, on_row
+        self.events = events  # cache_events.Events, or None
+        self.clocks = clocks or {}  # writer -> faketime offset
         self.payloads = Payloads(config.chunk_bytes, nonce)
         self.batch_chunks = max(1, batch_bytes // config.chunk_bytes)
         self.lru = ExactLRU(config.budget_bytes)
@@ -187,6 +215,8 @@ class Run:
         self.writers = []
         self.fifth_wrong_bytes = 0  # found by the end-of-run reads
         self.failure = None  # a writer's unexpected exception
+        self.hot_keys = {}  # hot conversation -> its keys
+        self.writer_extra = {}  # writer -> its set timings and errors, sent at its end
 
     def execute(self):
         """Runs to the end; returns the run's document (rows, totals, checks)."""
@@ -195,7 +225,9 @@ class Run:
         results = ctx.Queue()
         spec = (self.backend.spawn_spec(), self.config.chunk_bytes, self.payloads.nonce,
                 self.batch_chunks, self.config.tokens_per_chunk)
-        procs = [ctx.Process(target=_writer_main, args=(w, spec, q, results), daemon=True)
+        procs = [FaketimeProcess("cache_run", "_writer_main", (w, spec), [q, results],
+                                 self.clocks[w]) if w in self.clocks else
+                 ctx.Process(target=_writer_main, args=(w, spec, q, results), daemon=True)
                  for w, q in enumerate(queues)]
         for p in procs:
             p.start()
@@ -211,9 +243,12 @@ class Run:
                                     daemon=True)]
         for t in threads:
             t.start()
+        if self.events:
+            self.events.start(self.t0)
         self._intervals(threads)
         for p in procs:
             p.join(timeout=30)
+        self.event_records = self.events.finish() if self.events else []
         if self.failure:
             raise RuntimeError(f"a writer failed: {self.failure}")
         return self._finish()
@@ -226,6 +261,8 @@ class Run:
                     self.failure:
                 break
             sim = self.lru.serve(req.keys, self.config.chunk_bytes, self.config.tokens_per_chunk)
+            if req.hot:
+                self.hot_keys[req.user] = list(req.keys)
             with self.tally.lock:
                 self.pending[req.index] = (req, sim)
             queues[req.writer].put((req.index, list(req.keys)))
@@ -239,6 +276,7 @@ class Run:
             kind, w, *rest = results.get()
             if kind == "done":
                 writers -= 1
+                self.writer_extra[w] = rest[0] if rest else {}
                 continue
             if kind == "failed":
                 self.failure = rest[0]
@@ -246,11 +284,18 @@ class Run:
             index, outcome, stored, loaded_bytes, engine = rest
             with self.tally.lock:
                 req, sim = self.pending.pop(index)
-            self.tally.add(req, outcome, sim)
+            self.tally.add(req, outcome, sim, late=self.bytes["stored"] >= self.config.budget_bytes)
             self.store_log.extend(stored)
             self.bytes["loaded"] += loaded_bytes
             self.bytes["stored"] += sum(n for _, n in stored)
             self.engines[w] = engine
+
+    def progress(self):
+        """How much of the run is done: of its requests, or else of its duration."""
+        if self.limits.requests:
+            return self.dispatched / self.limits.requests
+        return (time.monotonic() - self.t0) / self.limits.duration_s if self.limits.duration_s \
+            else 0.0
 
     def engine_counters(self):
         """The writers' engine counters, summed (each writer's latest)."""
@@ -318,6 +363,15 @@ class Run:
             "distinct_bytes": len({k for k, _ in self.lru.store_log}) * self.config.chunk_bytes,
             "rss_kib": {"first": rss[0], "last": rss[-1], "max": max(rss)} if rss else None,
             "debris": self.backend.debris(),
+            "warm": {"reads_after_first_budget": c["late_hot_requests"],
+                     "hit": c["late_hot_tier.whole"], "lru_hit": c["late_hot_lru.whole"],
+                     "conversations": len(self.hot_keys),
+                     "alive": sum(self.readable(k) == 1.0 for k in self.hot_keys.values())},
+            "engines_by_writer": {str(w): e for w, e in sorted(self.engines.items())},
+            # The slowest set batch, per writer and overall (cache_fill.py's slowest put).
+            "sets": put_times({w: x.get("set_seconds", []) for w, x in self.writer_extra.items()}),
+            "set_errors": _merged(x.get("set_errors", {}) for x in self.writer_extra.values()),
+            "events": self.event_records,
         }
         return {"rows": self.rows, "totals": totals}
 
@@ -372,7 +426,15 @@ def _writer_main(w, spec, requests, results):
         results.put(("req", w, index, outcome, stored, writer.bytes_loaded - loaded,
                      backend.engine_counters()))
     backend.close()
-    results.put(("done", w))
+    results.put(("done", w, {"set_seconds": [round(t, 4) for t in writer.set_seconds],
+                             "set_errors": writer.set_errors}))
+
+
+def _merged(counts):
+    out = collections.Counter()
+    for c in counts:
+        out.update(c)
+    return dict(out)
 
 
 def _share(keys, lru):
