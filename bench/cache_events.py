@@ -18,7 +18,10 @@ WHEN    0.4   once this share of the offered stores is done (cache_bench.py: of 
               same NODE fired.
 
 The control command (--ctl CMD, default scripts/aerospike-loopback.sh) runs as `CMD
-ACTION NODE` (restart is its `start`). Against the protocol test server's cluster,
+ACTION NODE` (restart is its `start`), in the benchmark's environment: the script's
+start needs ASD, and writes the node's config again from the LOOPBACK_* knobs, so run
+the benchmark with those the nodes were started with. Against the protocol test
+server's cluster,
 unless --ctl is given, the test server's own `fixture-node:ACTION:INDEX` info command
 does it, sent to another node. An event whose point the run never reached is recorded
 as not reached, except a resume or restart: those run after the run's end, at their

@@ -46,7 +46,8 @@ that stays full", has the results for the README's recipes.
 
     # a three-node cluster (replication-factor 2), the clock's node killed mid-fill
     # and started again 30 s later, two writers on clocks 30 s ahead and 5 min behind:
-    for n in cache0 cache1 cache2; do ASD=... scripts/aerospike-loopback.sh start $n; done
+    export ASD=... LOOPBACK_DATA_SIZE=2G   # restart:NODE starts it again from these
+    for n in cache0 cache1 cache2; do scripts/aerospike-loopback.sh start $n; done
     .venv/bin/python bench/cache_fill.py --hosts 127.0.0.1:3600,127.0.0.1:3610 \\
         --writers 4 --chunk 1M --event kill:clock@0.4 --event restart:clock@+30 \\
         --writer-clock 1:+30s --writer-clock 2:-300s --json /tmp/case.json

@@ -17,9 +17,12 @@ again (the control command: scripts/aerospike-loopback.sh by default, --ctl, or 
 test server's fixture-node command), and the driver waits until the cluster is whole:
 every node answers `statistics` with cluster_size = --cluster-size and
 migrate_partitions_remaining 0. Each case writes its figures (cache_fill.py --json)
-and its output to --out; the table goes to --out/cluster_cases.md.
+and its output to --out; the table goes to --out/cluster_cases.md. Run it with the
+environment the nodes were started with (ASD, LOOPBACK_DATA_SIZE, ...): the loopback
+script starts a node again from them.
 
-    for n in cache0 cache1 cache2; do ASD=... scripts/aerospike-loopback.sh start $n; done
+    export ASD=... LOOPBACK_DATA_SIZE=2G
+    for n in cache0 cache1 cache2; do scripts/aerospike-loopback.sh start $n; done
     .venv/bin/python bench/cluster_cases.py --hosts 127.0.0.1:3600,127.0.0.1:3610 \\
         --out bench/results/cluster [--shapes 4x1M,4x4M,8x256K] [--cases plain,kill] \\
         [--factor 5] [-- ARGS FOR cache_fill.py]

@@ -381,3 +381,29 @@ def test_a_short_fill_with_events_on_the_test_servers_cluster(tmp_path):
         assert abs(s["wall_offset_s"]["1"] - 30) < 5
     assert all(v is not None for v in state.values())
     assert "slowest put" in run.stdout and "event pause:clock@0.2:1" in run.stdout
+
+
+def test_a_short_cache_bench_with_an_event_reports_the_fill_figures(tmp_path):
+    from tests.server import launch
+
+    if not hasattr(launch, "running_cluster"):
+        pytest.skip("the test server has no cluster mode")
+    ns = ("lmcache:max-record-size=8M,nsup-period=1,default-ttl=0,data-size=32M,"
+          "evict-used-pct=50,stop-writes-used-pct=90,evict-tenths-pct=300,"
+          "evict-hist-buckets=1000000")
+    with launch.running_cluster(nodes=3, rf=2, args=["--namespace", ns]) as ports:
+        cmd = [sys.executable, str(REPO / "bench" / "cache_bench.py"),
+               "--hosts", f"127.0.0.1:{ports[0]}", "--chunk", "256K", "--duration", "6",
+               "--interval", "2", "--writers", "2", "--no-redis", "--no-latency",
+               "--event", "pause:clock@0.3:1", "--json", str(tmp_path / "case.json"),
+               "--out", str(tmp_path)]
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
+    s = json.loads((tmp_path / "case.json").read_text())
+    assert s["capacity_bytes"] == 3 * (32 << 20) // 2 // 2 and len(s["nodes"]) == 3
+    assert s["offered"] == s["stored"] + s["failed"] and s["wrong_bytes"] == 0
+    assert set(s["dropped"]) == set(fig.DROPS) and s["puts"]["n"] > 0
+    assert set(s["clock"]["clock_local"]) == {"0", "1"}
+    assert [r["action"] for r in s["events"]] == ["pause", "resume"]
+    assert all(r["ok"] for r in s["events"])
+    assert "## Ours: the cluster, events and writers" in (tmp_path / "cache_bench.md").read_text()
