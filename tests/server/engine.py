@@ -40,6 +40,7 @@ from . import exp, proto
 from .store import Record, now_void_time
 
 BIN_NAME_MAX = 15
+ERR_FILTERED_OUT = 27
 
 _WRITE_OPS = (proto.OP_WRITE, proto.OP_INCR, proto.OP_APPEND, proto.OP_PREPEND)
 _EXP_OPS = (proto.OP_EXP_READ, proto.OP_EXP_MODIFY)
@@ -59,7 +60,7 @@ class Request:
     generation: int = 0
     ttl: int = 0
     ops: list = field(default_factory=list)
-    has_filter: bool = False
+    filter: bytes = None  # FILTER field data (a filter expression), or None
 
     @property
     def kind(self):
@@ -94,8 +95,6 @@ class Reply:
 
 def execute(store, req):
     """Run one record-level command against the store; return a Reply."""
-    if req.has_filter:
-        return Reply(proto.ERR_UNSUPPORTED_FEATURE)
     ns = store.get(req.ns)
     if ns is None:
         return Reply(proto.ERR_NAMESPACE)
@@ -143,20 +142,44 @@ def _storage(ns):
     return "device" if cfg.storage_engine == "device" or cfg.legacy else "memory"
 
 
+def stored_context(ns, digest, rec):
+    """What an expression sees of a stored record, before any change."""
+    return exp.Context(bins=rec.bins, digest=digest, set_name=rec.set_name,
+                       last_update_ms=rec.last_update_ms, void_time=rec.void_time,
+                       key_stored=rec.key is not None, key=rec.key,
+                       stored_size=exp.stored_size(rec.flat_size()), storage=_storage(ns))
+
+
+def _filtered(ns, req, rec):
+    """rw_utils.c handle_meta_filter / read_and_filter_bins on a stored record:
+    0 when it passes (or there is no filter), FILTERED_OUT (27) when it does
+    not, PARAMETER (4) when the filter does not build."""
+    if req.filter is None:
+        return proto.OK
+    try:
+        built = exp.build_filter(req.filter)
+        ok = exp.matches(built, stored_context(ns, req.digest, rec))
+    except exp.BuildError:
+        return proto.ERR_PARAMETER
+    return proto.OK if ok else ERR_FILTERED_OUT
+
+
 def _read(ns, req):
     rec = ns.live(req.digest)
     if rec is None:
         return Reply(proto.ERR_NOT_FOUND)
-    # read.c read_local: the read-touch check comes before the bins are read;
-    # the touch itself is an internal write the server runs after answering.
+    # read.c read_local: the read-touch check comes before the filter and the
+    # bins (read_touch.c enqueues the touch there, so a record the filter
+    # then refuses is touched all the same); the touch itself is an internal
+    # write the server runs after answering.
     rc, write_ttl = ns.read_touch_check(rec, req.ttl)
     if rc:
         return Reply(rc)
-    ctx = exp.Context(bins=rec.bins, digest=req.digest, set_name=rec.set_name,
-                      last_update_ms=rec.last_update_ms, void_time=rec.void_time,
-                      key_stored=rec.key is not None, key=rec.key,
-                      stored_size=exp.stored_size(rec.flat_size()), storage=_storage(ns))
-    reply = _read_bins(rec, req, ctx)
+    rc = _filtered(ns, req, rec)
+    if rc:
+        reply = Reply(rc, rec.generation, rec.void_time)
+    else:
+        reply = _read_bins(rec, req, stored_context(ns, req.digest, rec))
     if write_ttl is not None:  # enqueued whatever the read then answers
         ns.read_touch(req.digest, write_ttl)  # the reply keeps the old void time
     return reply
@@ -203,6 +226,9 @@ def _remove(ns, req):
         return Reply(proto.ERR_NOT_FOUND)
     if not _generation_ok(req.info2, req.generation, rec.generation):
         return Reply(proto.ERR_GENERATION, rec.generation, rec.void_time)
+    rc = _filtered(ns, req, rec)  # delete.c: after the generation check
+    if rc:
+        return Reply(rc, rec.generation, rec.void_time)
     ns.delete(req.digest)
     return Reply(proto.OK)
 
@@ -358,6 +384,11 @@ def _write(ns, req):
         return Reply(proto.ERR_RECORD_EXISTS, old_gen, old_void)
     if not _generation_ok(req.info2, req.generation, old_gen):
         return Reply(proto.ERR_GENERATION, old_gen, old_void)
+    # write_master: the filter is applied to a record that exists, before the
+    # key check and the ops; a write that creates the record ignores it.
+    rc = _filtered(ns, req, rec) if exists else proto.OK
+    if rc:
+        return Reply(rc, old_gen, old_void)
     if exists and req.key is not None and rec.key is not None and rec.key != req.key:
         return Reply(proto.ERR_KEY_MISMATCH, old_gen, old_void)
 

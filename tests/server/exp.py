@@ -41,6 +41,9 @@ for the other storage), is_tombstone (false: the fixture has no tombstones).
 Which values an op sees in an operate is the caller's business (engine.py
 `Context`), because it depends on where the op runs: see engine.py.
 
+Filter expressions (the FILTER field of a command, a batch or a scan) use the
+same evaluator: `build_filter` and `matches`.
+
 Not implemented (the op answers 4, as if the expression did not build): list,
 map, geo, HLL and regex calls (CDT/bit/HLL `call`, in_list, map_keys,
 map_values, cmp_regex, cmp_geo, quote), loop variables, the float functions
@@ -819,6 +822,25 @@ _BUILDERS.update({c: _build_meta for c in (
 
 
 # -- the ops (expop.c) -------------------------------------------------------------
+
+
+def build_filter(data):
+    """as_exp_filter_build: a filter expression (the FILTER field) must build
+    and be boolean (check_filter_exp); raise BuildError (answer 4)."""
+    tree, end = unpack(data)
+    if end != len(data) or (isinstance(tree, list) and not tree):
+        raise BuildError("malformed filter")
+    built = build(tree)
+    if built.rtype != T_BOOL:
+        raise BuildError("filter is not boolean")
+    return built
+
+
+def matches(built, ctx):
+    """as_exp_matches_record: only TRUE passes; false, unknown or another
+    type filters the record out. (The server first tries the metadata alone,
+    handle_meta_filter; with three-valued logic that never decides otherwise.)"""
+    return built.fn(ctx) == ("bool", True)
 
 
 def parse_op(value, is_modify):

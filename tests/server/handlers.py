@@ -54,7 +54,7 @@ def request_from_fields(fields_msg, digest, info1, info2, info3, generation, ttl
         generation=generation,
         ttl=ttl,
         ops=ops,
-        has_filter=fields_msg.field(proto.FIELD_FILTER) is not None,
+        filter=fields_msg.field(proto.FIELD_FILTER),
     )
 
 
@@ -218,7 +218,7 @@ def parse_batch(msg):
     pos = 5
     rows = []
     template = None
-    header_filter = msg.field(proto.FIELD_FILTER) is not None
+    header_filter = msg.field(proto.FIELD_FILTER)
     try:
         for _ in range(n_rows):
             if pos + 25 > end:
@@ -234,7 +234,9 @@ def parse_batch(msg):
                     raise proto.ProtocolError("batch must not repeat key")
             else:
                 template, pos = _parse_row_template(data, pos, end, row_flags)
-                template.has_filter = template.has_filter or header_filter
+                # batch.c: a row's own filter, else the batch's.
+                if template.filter is None:
+                    template.filter = header_filter
             req = Request(**{**template.__dict__, "digest": bytes(digest)})
             rows.append(BatchRow(index, req))
     except (IndexError, struct.error):

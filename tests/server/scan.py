@@ -23,7 +23,8 @@ produced a bin; proto.c "Don't return an empty record" for bin lists);
 
 import struct
 
-from . import proto
+from . import exp, proto
+from .engine import stored_context
 from .handlers import Outcome, compress_if_asked, last_msg_proto, post_faults, pre_faults
 from .store import now_void_time
 
@@ -119,8 +120,14 @@ def _collect(fx, msg):
     """Run the scan under the store lock; return the record msgs."""
     if any(msg.field(f) is not None for f in _INDEX_FIELDS):
         raise ScanError(proto.ERR_INDEX_NOT_FOUND)  # no secondary indexes
-    if msg.field(proto.FIELD_FILTER) is not None:
-        raise ScanError(proto.ERR_UNSUPPORTED_FEATURE)  # no filter expressions
+    # query.c get_query_filter_exp: a filter that does not build fails the
+    # scan (4); basic_query_filter_meta / read_and_filter_bins skip each
+    # record it does not pass.
+    filter_field = msg.field(proto.FIELD_FILTER)
+    try:
+        filter_exp = exp.build_filter(filter_field) if filter_field is not None else None
+    except exp.BuildError:
+        raise ScanError(proto.ERR_PARAMETER) from None
     if not msg.info3 & proto.INFO3_PARTITION_DONE:
         raise ScanError(proto.ERR_UNSUPPORTED_FEATURE)  # as 8.1 basic queries
     ns_field = msg.field(proto.FIELD_NAMESPACE)
@@ -155,6 +162,8 @@ def _collect(fx, msg):
             for digest, rec in sorted(by_pid.get(pid, ())):
                 if resume is not None and digest <= resume:
                     continue
+                if filter_exp is not None and not _passes(filter_exp, ns, digest, rec):
+                    continue
                 m = _record_msg(ns_name, digest, rec, no_bins, names, respond_all)
                 if names is not None and not no_bins and not m.ops:
                     keep = fx.options.scan_keep_binless and not from_binlist
@@ -164,6 +173,13 @@ def _collect(fx, msg):
                 if max_records and len(out) >= max_records:
                     return out + done
     return out + done
+
+
+def _passes(filter_exp, ns, digest, rec):
+    try:
+        return exp.matches(filter_exp, stored_context(ns, digest, rec))
+    except exp.BuildError:
+        raise ScanError(proto.ERR_PARAMETER) from None  # a call the fixture lacks
 
 
 def _pack(msgs):

@@ -252,3 +252,39 @@ def test_exp_modify_is_a_write(client):
         pytest.fail("stop-writes never refused the expression write")
     # Reads with EXP_READ still work.
     assert bins(client, ("sw", "t", "fill"), [read("b", e.BinExists("v"))]) == {"b": True}
+
+
+def test_filter_expressions(client):
+    """rw_utils.c handle_meta_filter / read_and_filter_bins: a command whose
+    filter is not TRUE for the stored record answers FILTERED_OUT (27); a write
+    that creates the record ignores it; a scan skips what it refuses."""
+    keys = [(NS, "flt", "k%d" % i) for i in range(6)]
+    for i, key in enumerate(keys):
+        client.put(key, {"a": i})
+    even = {"expressions": e.Eq(e.Mod(e.IntBin("a"), 2), 0).compile()}
+    assert client.get(keys[2], policy=even)[2] == {"a": 2}
+    with pytest.raises(ex.FilteredOut):
+        client.get(keys[1], policy=even)
+    with pytest.raises(ex.FilteredOut):  # a missing bin is unknown: refused
+        client.get(keys[1], policy={"expressions": e.Eq(e.IntBin("zz"), 1).compile()})
+    with pytest.raises(ex.FilteredOut):
+        client.put(keys[1], {"a": 100}, policy=even)
+    assert client.get(keys[1])[2] == {"a": 1}
+    client.put((NS, "flt", "new"), {"a": 1}, policy=even)  # created: no filter
+    assert client.get((NS, "flt", "new"))[2] == {"a": 1}
+    with pytest.raises(ex.FilteredOut):
+        client.remove(keys[3], policy=even)
+    client.remove(keys[4], policy=even)
+    with pytest.raises(ex.RecordNotFound):
+        client.get(keys[4])
+    # Batch rows: the refused ones carry 27.
+    records = client.batch_read(keys[:4], policy=even).batch_records
+    assert [r.result for r in records] == [0, 27, 0, 27]
+    # A scan returns what passes.
+    scan = client.scan(NS, "flt")
+    got = sorted(rec[2]["a"] for rec in scan.results(policy=even))
+    assert got == [0, 2]
+    # A filter that is not boolean does not build: 4.
+    with pytest.raises(ex.AerospikeError) as info:
+        client.get(keys[0], policy={"expressions": e.IntBin("a").compile()})
+    assert info.value.code == 4
