@@ -374,7 +374,7 @@ class Cluster:
             if peers != slot.peers:
                 slot.peers = peers
                 slot.peers_gen += 1
-            slot.maps = [_bitmap(pid for pid in range(N_PARTITIONS) if owners[pid][col] == slot.index)
+            slot.maps = [_bitmap(p for p in range(N_PARTITIONS) if owners[p][col] == slot.index)
                          for col in range(rf)]
             slot.migrate_tx, slot.migrate_rx = tx.get(slot.index, 0), rx.get(slot.index, 0)
             for name, value in self.smd.items():  # SMD is synchronised on joining
