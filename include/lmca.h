@@ -127,6 +127,17 @@ typedef struct lmca_config {
                                        whole backpressure_ms, puts are dropped
                                        without a round trip for this long, then one
                                        is let through to look again; default 1000 */
+    uint32_t touch_budget_percent;  /* on a device namespace, hits moved to the head
+                                       (touch_on_hit) rewrite at most this percent
+                                       of what stores write at NSUP's pace
+                                       (lmca_eviction_t.bytes_per_second) a second,
+                                       per handle; the hits past it stay where they
+                                       are (hits_unbudgeted); 0 = no budget;
+                                       default 100 */
+    uint32_t max_put_wait_ms;       /* the longest a put waits for its place on the
+                                       shared clock (NSUP's pace: lmca_put_pace);
+                                       one due later is dropped (dropped_paced);
+                                       0 = never waits; default 2000 */
     uint32_t records_per_void_second; /* most records in one second of void time
                                        (lmca_eviction_t.per_second); 0 = derived
                                        from the namespace's eviction settings;
@@ -230,6 +241,9 @@ typedef struct lmca_server_info {
     int64_t data_used_bytes;
     int64_t data_total_bytes;      /* the namespace's capacity, memory or device */
     int64_t evicted_objects;       /* records NSUP evicted since the node started */
+    int64_t replication_factor;    /* copies of each record the cluster keeps now
+                                      (effective_replication_factor, else the
+                                      configured replication-factor) */
     bool hwm_breached;             /* data used is past evict-used-pct (NSUP's trigger) */
     bool stop_writes;              /* the namespace refuses writes */
 } lmca_server_info_t;
@@ -298,6 +312,11 @@ typedef struct lmca_eviction {
     uint64_t target;     /* the most NSUP evicts per cycle: records * tenths / 1000 */
     uint32_t per_second; /* records one second of void time gets; 0 = no limit
                             (eviction off) */
+    uint64_t bytes_per_second; /* what stores write at per_second: the records'
+                                  mean size times per_second (the touch budget's
+                                  base) */
+    bool device;         /* a node stores the namespace on a device (SSD or file):
+                            the touch budget applies */
     uint64_t lead_seconds; /* how far the stores' clock may run ahead of now +
                               TTL; a put due further ahead waits (lmca_put_pace).
                               1 to 3: what the storage holds past evict-used-pct
@@ -312,6 +331,17 @@ typedef struct lmca_eviction {
 LMCA_EXTERN void lmca_eviction_plan(const lmca_server_info_t *srv, const lmca_limits_t *limits,
                                     const lmca_config_t *cfg, uint64_t mean_hint,
                                     lmca_eviction_t *out);
+
+/* The same for a cluster: `nodes` are the n nodes' answers. Each node's NSUP
+   evicts its own records (masters and replicas) with its own target, and a
+   second's records spread over the nodes, replication_factor copies each: a
+   second gets the tightest node's share times n / replication factor, records
+   and target are the nodes' sums over the replication factor, and the lead is
+   the shortest. With n == 1 it is lmca_eviction_plan. Pure. */
+LMCA_EXTERN void lmca_eviction_plan_nodes(const lmca_server_info_t *nodes, size_t n,
+                                          const lmca_limits_t *limits,
+                                          const lmca_config_t *cfg, uint64_t mean_hint,
+                                          lmca_eviction_t *out);
 
 /* The plan in force on a handle, as of its last look at the namespace (at open,
    then about every 10 s while it writes). */
@@ -515,14 +545,22 @@ typedef struct lmca_stats {
     uint64_t dropped_busy;      /* puts dropped: device overload or a busy key stayed */
     uint64_t dropped_unsent;    /* ... of dropped_full, refused here without a round
                                    trip while the namespace was known to be full */
+    uint64_t dropped_unreachable; /* puts dropped: timeouts or lost connections stayed
+                                   (a node lost longer than the cluster took to re-form) */
+    uint64_t dropped_paced;     /* puts dropped: due on the clock more than
+                                   max_put_wait_ms ahead (lmca_put_pace) */
     uint64_t puts_paced;        /* puts that waited for the void-time clock */
     /* The shared clock and hits (lmca_eviction_t): */
     uint64_t clock_reservations; /* round trips to the clock record for leases */
     uint64_t clock_resets;      /* ... that moved it to now + TTL (idle, or not ours) */
-    uint64_t clock_local;       /* places made on the handle's own clock: the
-                                   record could not be reached (or shared_clock off) */
+    uint64_t clock_local;       /* places made on the handle's own clock: no clock
+                                   record could be reached (or shared_clock off) */
+    uint64_t clock_fallbacks;   /* reservations a fallback clock record served: the
+                                   first could not be reached */
     uint64_t hits_touched;      /* chunks a hit moved to the head */
     uint64_t hits_fresh;        /* hits near the head already, not touched */
+    uint64_t hits_unbudgeted;   /* hits not moved: the touch budget was spent */
+    uint64_t touch_bytes;       /* payload bytes the moves rewrote on the server */
     uint64_t touches_failed;    /* records whose touch the server refused */
     uint64_t mends;             /* times NSUP had stalled and this handle mended it */
     uint64_t mended_records;    /* records those mends removed */
@@ -593,14 +631,17 @@ LMCA_EXTERN int lmca_put_backoff(lmca_t *h, lmca_put_t *p, int rc);
  * ahead waits: NSUP could not evict faster than that either. Only stores count
  * here: the places that hits moved to the head took (lmca_touch_hits,
  * lmca_touch) add no data and do not hold puts back, unless they led the clock
- * by more than 6 minutes. Call this before a
+ * by more than 6 minutes. The clock counts on the servers' time (the
+ * namespace's nodes), never this host's: a host whose clock is off waits no
+ * more than the others. Call this before a
  * put's first write: it places the put on the clock if no step did yet (which
  * may take a round trip to the clock's record, or none: lmca_stats_t
  * clock_reservations), and returns how many milliseconds to wait (0: send now).
- * Counted once per put (puts_paced). Safe to call from several threads at once
- * for one put.
+ * Counted once per put (puts_paced). A put that would wait longer than
+ * max_put_wait_ms is dropped instead (dropped_paced): LMCA_EBUSY, in err. Safe
+ * to call from several threads at once for one put.
  */
-LMCA_EXTERN int lmca_put_pace(lmca_t *h, lmca_put_t *p);
+LMCA_EXTERN int lmca_put_pace(lmca_t *h, lmca_put_t *p, lmca_err_t *err);
 
 /*
  * Writes segments [first, first + count) of a put whose meta.nseg > 1: in batch

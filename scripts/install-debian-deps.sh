@@ -2,7 +2,7 @@
 # Installs the Debian packages a group of tasks needs, only when one is missing.
 #   build: what libaerospike and the engine compile against
 #   test:  what the test runs use besides those (clang and its runtimes for the
-#          libFuzzer harnesses)
+#          libFuzzer harnesses; faketime, for writers whose clocks are off)
 #   bench: build, plus redis-server (bench/side_by_side.py runs LMCache's RESP
 #          adapter against it)
 #   wheels: what scripts/cross-deps.sh needs to fetch and build the wheels'
@@ -14,7 +14,7 @@ wheels="build-essential curl ca-certificates xz-utils"
 emulation="qemu-user-static binfmt-support debootstrap"
 case "${1:-build}" in
 build) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config" ;;
-test) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config python3-venv clang libclang-rt-14-dev $wheels $emulation" ;;
+test) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config python3-venv clang libclang-rt-14-dev faketime $wheels $emulation" ;;
 wheels) pkgs=$wheels ;;
 emulation) pkgs=$emulation ;;
 bench) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config redis-server" ;;

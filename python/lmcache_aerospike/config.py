@@ -114,6 +114,14 @@ class Settings:
     full_recheck_ms: int = _engine(
         1000, "after a store waited its whole backpressure_ms on stop-writes, stores are "
               "dropped without a round trip for this long, then one looks again")
+    touch_budget_percent: int = _engine(
+        100, "on a device namespace, hits moved to the head rewrite at most this percent "
+             "of what stores write at NSUP's pace, a second, per engine; hits past it stay "
+             "where they are; 0 = no budget")
+    max_put_wait_ms: int = _engine(
+        2000, "the longest a store waits for its place on the clock every writer shares "
+              "(NSUP's pace); one due later is dropped (counted, never raised into "
+              "LMCache); 0 = never waits")
     records_per_void_second: int = _engine(
         0, "most records in one second of void time (NSUP evicts whole seconds and "
            "refuses one above its per-cycle target); 0 = half of that target, derived "

@@ -58,6 +58,8 @@ lmca_pool_open(lmca_t *h, unsigned workers, lmca_pool_t **out, lmca_err_t *err)
         }
     }
     p->nworkers = workers;
+    atomic_fetch_add(&h->cache.upkeep_pools, 1);
+    p->upkeeps = true;
     *out = p;
     return LMCA_OK;
 }
@@ -92,6 +94,8 @@ lmca_pool_destroy(lmca_pool_t *p)
     if (p == NULL)
         return;
     lmca_pool_shutdown(p);
+    if (p->upkeeps) /* the puts look and mend again */
+        atomic_fetch_sub(&p->h->cache.upkeep_pools, 1);
     for (c = lmca_pool_drain(p); c;) {
         lmca_completion_t *next = c->next;
         lmca_completion_free(c);
@@ -271,18 +275,32 @@ lmca_pool_submit(lmca_pool_t *p, const lmca_batch_t *b, uint64_t *id, lmca_err_t
     return LMCA_OK;
 }
 
+/* How often an idle worker wakes for the upkeep (lmca__upkeep does nothing
+   until a look or a mend is due). */
+#define UPKEEP_IDLE_MS 500
+
 static void *
 worker_main(void *arg)
 {
     lmca_pool_t *p = arg;
     lmca__task *t;
+    bool closing = false;
+
     for (;;) {
-        /* Hits are moved to the head off the get path (hits.c): by a worker about
-           to go idle, and while busy once due. */
-        if ((t = lmca__pop(p, false)) == NULL) {
+        /* Hits are moved to the head off the get path (hits.c), and the plan
+           kept and a stalled NSUP mended off the put path (plan.c, mend.c): by a
+           worker about to go idle, and while busy once due. */
+        if ((t = lmca__pop(p, 0, &closing)) == NULL && !closing) {
             lmca_touch_hits(p->h, NULL);
-            if ((t = lmca__pop(p, true)) == NULL)
+            lmca__upkeep(p->h);
+            /* Idle, it wakes now and then for the upkeep: puts on the blocking
+               API leave it to the pool. */
+            t = lmca__pop(p, UPKEEP_IDLE_MS, &closing);
+        }
+        if (t == NULL) {
+            if (closing)
                 break;
+            continue;
         }
         if (atomic_load(&t->job->canceled))
             lmca__cancel(t);
@@ -290,6 +308,7 @@ worker_main(void *arg)
             continue; /* deferred: queued again, still pending */
         lmca__task_done(t);
         lmca__touch_hits_due(p->h);
+        lmca__upkeep(p->h);
     }
     return NULL;
 }

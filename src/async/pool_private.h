@@ -71,6 +71,7 @@ struct lmca_pool {
     lmca_t *h;
     int efd;
     unsigned nworkers;
+    bool upkeeps;          /* counted in the handle's upkeep_pools */
     pthread_t *workers;
 
     pthread_mutex_t lock; /* guards the queues and `closing` */
@@ -101,9 +102,9 @@ bool lmca__push(lmca_pool_t *p, lmca__task *list);
    and its worker is free for other work; at its time it goes before the tasks
    of its band. False once the pool is closing, as lmca__push. */
 bool lmca__defer(lmca_pool_t *p, lmca__task *t, int ms);
-/* Next task, lowest band first, waiting for one if `wait`; NULL once closing and
-   empty, or (without `wait`) when none is ready now. */
-lmca__task *lmca__pop(lmca_pool_t *p, bool wait);
+/* Next task, lowest band first, waiting up to `wait_ms` for one (0: not at
+   all); NULL when none came, and then *closing says whether the pool closed. */
+lmca__task *lmca__pop(lmca_pool_t *p, unsigned wait_ms, bool *closing);
 /* Closes the queue: pushes fail from now on, and every task waiting in it,
    deferred ones included, is handed back (a list) for the caller to cancel. */
 lmca__task *lmca__close_queue(lmca_pool_t *p);

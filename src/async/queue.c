@@ -107,24 +107,25 @@ release_due(lmca_pool_t *p, uint64_t now)
     }
 }
 
-/* Waits for a push, or until the soonest deferred task is due. */
+/* Waits for a push, or until the soonest deferred task is due, or `until_ms`
+   (monotonic). */
 static void
-wait_work(lmca_pool_t *p)
+wait_work(lmca_pool_t *p, uint64_t until_ms)
 {
     struct timespec ts;
-    if (p->deferred == NULL) {
-        pthread_cond_wait(&p->ready, &p->lock);
-        return;
-    }
-    ts.tv_sec = (time_t)(p->deferred->due_ms / 1000);
-    ts.tv_nsec = (long)(p->deferred->due_ms % 1000) * 1000000L;
+    uint64_t due = p->deferred && p->deferred->due_ms < until_ms ? p->deferred->due_ms : until_ms;
+
+    ts.tv_sec = (time_t)(due / 1000);
+    ts.tv_nsec = (long)(due % 1000) * 1000000L;
     pthread_cond_timedwait(&p->ready, &p->lock, &ts);
 }
 
 lmca__task *
-lmca__pop(lmca_pool_t *p, bool wait)
+lmca__pop(lmca_pool_t *p, unsigned wait_ms, bool *closing)
 {
     lmca__task *t = NULL;
+    uint64_t until = wait_ms ? lmca__now_ms() + wait_ms : 0;
+
     pthread_mutex_lock(&p->lock);
     for (;;) {
         if (p->deferred)
@@ -133,10 +134,11 @@ lmca__pop(lmca_pool_t *p, bool wait)
             if ((t = p->head[b]) != NULL && (p->head[b] = t->next) == NULL)
                 p->tail[b] = NULL;
         }
-        if (t || p->closing || !wait)
+        if (t || p->closing || lmca__now_ms() >= until)
             break;
-        wait_work(p);
+        wait_work(p, until);
     }
+    *closing = p->closing;
     pthread_mutex_unlock(&p->lock);
     if (t) {
         t->next = NULL;

@@ -437,9 +437,9 @@ static void
 run_set_tile(lmca__task *t)
 {
     lmca__job *job = t->job;
-    size_t n = t->count, f = t->first;
-    lmca_put_t *ps = lmca__malloc(lmca__size(n, sizeof *ps + sizeof(int), 0));
-    int *results = (int *)(ps + n);
+    size_t n = t->count, f = t->first, m = 0;
+    lmca_put_t *ps = lmca__malloc(lmca__size(n, sizeof *ps + 2 * sizeof(int), 0));
+    int *results = (int *)(ps + n), *paced = results + n;
     lmca_err_t err = {0};
     int rc = LMCA_OK;
 
@@ -452,17 +452,26 @@ run_set_tile(lmca__task *t)
                              .len = job->lens[f + k], .opts = &job->opts[f + k]};
         rc = lmca_put_begin(job->pool->h, &ps[k], &err);
     }
-    for (size_t k = 0; rc == LMCA_OK && k < n; k++) { /* the tile goes when its last may */
-        int wait = lmca_put_pace(job->pool->h, &ps[k]);
+    /* The tile goes when its last may; a put due past max_put_wait_ms is
+       dropped, and the others are committed without it. */
+    for (size_t k = 0; rc == LMCA_OK && k < n; k++) {
+        int wait = lmca_put_pace(job->pool->h, &ps[k], &err);
+        paced[k] = wait < 0 ? wait : LMCA_OK;
         if (wait > 0)
             sleep_ms(wait);
     }
-    if (rc == LMCA_OK)
-        lmca_put_commit_many(job->pool->h, ps, n, results, &err);
-    for (size_t k = 0; k < n; k++) {
-        if (rc == LMCA_OK && results[k] != LMCA_OK)
-            results[k] = commit_waiting(job->pool->h, &ps[k], results[k], &err);
-        settle(job, f + k, rc == LMCA_OK ? results[k] : rc, &err);
+    for (size_t k = 0; rc == LMCA_OK && k < n; k++)
+        if (paced[k] == LMCA_OK)
+            ps[m++] = ps[k];
+    if (rc == LMCA_OK && m > 0)
+        lmca_put_commit_many(job->pool->h, ps, m, results, &err);
+    for (size_t k = 0, j = 0; k < n; k++) {
+        int r = rc != LMCA_OK ? rc : paced[k] != LMCA_OK ? paced[k] : results[j];
+        if (rc == LMCA_OK && paced[k] == LMCA_OK && r != LMCA_OK)
+            r = commit_waiting(job->pool->h, &ps[j], r, &err);
+        if (rc == LMCA_OK && paced[k] == LMCA_OK)
+            j++;
+        settle(job, f + k, r, &err);
     }
     free(ps);
 }
@@ -521,13 +530,13 @@ commit_key(lmca__job *job, size_t i, lmca__task *t)
     lmca_t *h = job->pool->h;
     lmca_put_t *p = job->ks[i].put;
     lmca_err_t err = {0};
-    int rc, wait;
+    int rc, wait = 0;
 
-    if (t != NULL && (wait = lmca_put_pace(h, p)) > 0) { /* a one-record put's first write */
+    if (t != NULL && (wait = lmca_put_pace(h, p, &err)) > 0) { /* a one-record put's first write */
         defer(t, wait);
         return false;
     }
-    rc = lmca_put_commit(h, p, &err);
+    rc = t != NULL && wait < 0 ? wait : lmca_put_commit(h, p, &err);
     if (rc != LMCA_OK && (wait = lmca_put_backoff(h, p, rc)) >= 0) {
         if (t == NULL && (t = lmca__task_new(job, LMCA__T_COMMIT, i, 1, 0)) != NULL)
             atomic_fetch_add_explicit(&job->pending, 1, memory_order_relaxed);
@@ -613,11 +622,11 @@ run_segment(lmca__task *t)
     int rc, wait;
 
     if (job->c.op == LMCA_OP_SET) {
-        if ((wait = lmca_put_pace(h, ks->put)) > 0) { /* due too far ahead: not yet */
+        if ((wait = lmca_put_pace(h, ks->put, &err)) > 0) { /* due too far ahead: not yet */
             defer(t, wait);
             return false;
         }
-        rc = lmca_put_segments(h, ks->put, t->segment, (uint32_t)t->count, &err);
+        rc = wait < 0 ? wait : lmca_put_segments(h, ks->put, t->segment, (uint32_t)t->count, &err);
         if (rc != LMCA_OK && (wait = lmca_put_backoff(h, ks->put, rc)) >= 0) {
             defer(t, wait);
             return false;

@@ -1,5 +1,6 @@
 /*
- * clock.c - the void-time clock that every writer of a namespace shares.
+ * clock.c - the void-time clock that every writer of a namespace shares, on the
+ * servers' time.
  *
  * NSUP evicts whole seconds of void time, lowest first, and refuses a second
  * holding more records than its per-cycle target (lmca.h, "Eviction by void
@@ -7,135 +8,158 @@
  * three writers at full speed overfilled every second and the namespace froze,
  * and writers whose clocks led now + TTL by different amounts interleaved their
  * chunks out of write order (DESIGN.md, "One clock for every writer"). So the
- * clock lives on the server: one counter record per namespace (set
- * LMCA__CLOCK_SET), the next free position in microseconds of void time. A
- * handle reserves positions for `n` records by adding n * step to it (step =
- * 1 s / per_second) and reading the sum back, one atomic operate; every
- * writer's records are then spaced at least `step` apart, in the order they
- * were placed, whichever process or host placed them.
+ * clock lives on the server: a record per namespace (set LMCA__CLOCK_SET)
+ * holding the next free place, in µs of the servers' time. A handle reserves
+ * places for `n` records by adding n * step to it (step = 1 s / per_second),
+ * one atomic operate; every writer's records are then spaced at least `step`
+ * apart, in the order they were placed, whichever process or host placed them.
+ * A record's void time is its place plus the clock's TTL.
  *
- * Round trips. A handle reserves a lease: the positions it placed in the last
+ * The servers' time. A void time is a node's time plus a TTL, so the clock
+ * counts in the node's time, never a writer's: the reservation's expressions
+ * read the time on the record's node (wire.c) and move a clock that lags it by
+ * more than CATCH_UP_US (writers slower than per_second) up to it, in the same
+ * operate. The answer carries the node's time, from which each handle keeps
+ * its offset to the servers (learn_time), used for every TTL it sends and every
+ * wait: a writer whose host clock is minutes off neither stalls the others (a
+ * writer 30 s ahead once moved the clock 30 s on, and every other writer's
+ * puts waited that out) nor waits itself (one 5 minutes behind waited 297 s in
+ * its first put). The clock also keeps one TTL for all (ttl_s), the largest
+ * that a writer asserted in the last TTL_HOLD_MS: writers with different
+ * default_ttl_seconds would otherwise place one moment seconds or days apart in
+ * the eviction order, and a TTL lowered everywhere takes over once the old one
+ * is no longer asserted.
+ *
+ * Round trips. A handle reserves a lease: the places it used in the last
  * LEASE_MS besides the ones it needs now, handed out locally until the lease
- * runs out or expires. A lease reorders at most LEASE_MS of one writer's
- * records against the others', a tenth of the second NSUP evicts by. What a
- * lease leaves unused is a gap in the clock, and the clock's lead is what puts
- * are paced by (cache.c): a writer whose stores come in bursts further apart
- * than LEASE_MS wasted a whole lease per burst, and four of them serving
- * LMCache's requests ran the clock at 2-3x their records (DESIGN.md). So a
- * lease holds at most twice the spare that the last one used, plus one.
+ * runs out or expires, and one reservation at a time (the others wait for it
+ * and take from its lease): a writer's round trips stay a few per second, and
+ * the record's transactions in flight at most one per handle, below the
+ * server's transaction-pending-limit (20 a key) that answers key busy. A lease
+ * reorders at most LEASE_MS of one writer's records against the others', a
+ * tenth of the second NSUP evicts by. What a lease leaves unused is a gap in the
+ * clock, and the clock's lead is what puts are paced by (cache.c): a lease holds
+ * at most twice the spare that the last one used, plus one.
  *
- * Time. While writers place fewer than per_second records a second the clock
- * falls behind now + TTL; the reservation that finds it more than CATCH_UP_US
- * behind moves it to now + TTL (a write checked by generation, so that of two
- * writers that saw it behind only one moves it). One that finds it absurdly far
- * ahead (another client's record, a clock set by hand) does the same: a clock
- * ahead only delays, but an hour ahead is no clock of ours.
+ * Stores and moves. Puts are paced by how far the clock leads now:
+ * stores faster than NSUP evicts would fill the namespace. But a chunk moved to
+ * the head (a hit, lmca_touch) takes places and adds no data, and so does a
+ * lease's unused rest: counted against the pace, a busy cache's hits held its
+ * stores to a third of their rate (DESIGN.md). So the record keeps a second
+ * clock, store_us, that only stores move (a lease's rest is taken off it), and
+ * puts are paced by that. The void clock may then lead it by what moves took,
+ * up to MOVE_LEAD_MAX_US; past that a store is paced by its void place less
+ * MOVE_LEAD_MAX_US, and stores and moves share NSUP's pace between them.
  *
- * Stores and moves. Puts are paced by how far the clock leads now + TTL
- * (cache.c): stores faster than NSUP evicts would fill the namespace. But a
- * chunk moved to the head (a hit, lmca_touch) takes places and adds no data,
- * and so does a lease's unused rest: counted against the pace, a busy cache's
- * hits held its stores to a third of their rate (DESIGN.md). So the record
- * keeps a second counter, FREE_BIN: the µs of void time no store took. A
- * store's pace is its place minus it, a clock of stores alone that the same
- * catch-up keeps near now + TTL. The void clock itself may then lead by what
- * moves took, up to MOVE_LEAD_MAX_US: further ahead, the records' TTLs would
- * keep growing (and an hour ahead the clock is taken for a foreign one), so
- * past it a store is paced by its void place less MOVE_LEAD_MAX_US, and the
- * stores and the moves share NSUP's pace between them.
- *
- * When the counter cannot be reached, a handle places on its own copy of the
- * clock (counted in clock_local): a store is never failed for its place.
+ * When the clock cannot be reached. Its node lost or paused, a migration, a
+ * key busy: the reservation goes to the next of CLOCKS records (other
+ * partitions, so other nodes as a rule), each carrying this handle's floor, the
+ * furthest place it knows of, so the order goes on from where it was, and
+ * returns to the first within HOME_RETRY_MS. A fallback clock gives a second
+ * only 1 / FALLBACK_SHARE of per_second, so that writers split between two
+ * clocks for a moment never give a second more than NSUP's target. Only when no
+ * record answers (a namespace at stop-writes refuses them all) does a handle
+ * place on its own, at 1 / LOCAL_SHARE of the rate from its floor (and the
+ * servers' time, as it last learnt it): its own
+ * places cannot overfill a second with up to LOCAL_SHARE * TARGET_SHARE writers
+ * alone at once, and the next reservation's floor carries them back into the
+ * shared order. A store is never failed for its place.
  */
 #include <stdlib.h>
 #include <time.h>
 
 #include "wire.h"
 
-#define CLOCK_KEY "void-clock"
-#define CLOCK_BIN "next_us" /* the next free position, µs of void time */
-#define FREE_BIN "free_us"  /* µs of the positions before it that no store took */
+/* The clock's records: the first serves; the others when it cannot be reached. */
+static const char *const clock_keys[] = {"void-clock", "void-clock-1", "void-clock-2"};
+#define CLOCKS (sizeof clock_keys / sizeof clock_keys[0])
 /* A lease lives this long, and holds what this handle placed in as long before:
    how far one writer's records may be out of order against the others'. */
 #define LEASE_MS 100
 /* The most a lease holds, in seconds of clock: a quarter. */
 #define LEASE_SHARE 4
-#define CATCH_UP_US 1000000u
-#define SANE_AHEAD_US (3600ull * 1000000u)
+#define CATCH_UP_US 1000000
+#define SANE_AHEAD_US (3600ll * 1000000)
 #define MOVE_LEAD_MAX_US (SANE_AHEAD_US / 10)
+/* A reservation waits at most this long for a clock record before it tries the
+   next: on a paused node the client's own timeout would be the put's. */
+#define CLOCK_TIMEOUT_MS 500
+/* After a fallback served, the first clock is tried again this much later,
+   twice as late each time it fails again, up to HOME_RETRY_MAX_MS; and after no
+   clock record answered, a handle places on its own for LOCAL_HOLD_MS before it
+   tries again (a paused node makes each try wait out CLOCK_TIMEOUT_MS). */
+#define HOME_RETRY_MS 1000
+#define HOME_RETRY_MAX_MS 8000
+#define LOCAL_HOLD_MS 500
+#define FALLBACK_SHARE 2
+#define LOCAL_SHARE 8
+/* How fast two clocks may drift apart, in µs a second (100 ppm). */
+#define DRIFT_US_PER_S 100
+#define TTL_MAX_S 315360000
+/* A TTL asserted by a writer rules the clock this long after its last
+   reservation; then a smaller one may take over. */
+#define TTL_HOLD_MS (10 * 60 * 1000)
 
-static const char *const clock_bins[2] = {CLOCK_BIN, FREE_BIN};
+static uint64_t
+mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
 
 void
 lmca__clock_init(lmca_t *h)
 {
-    pthread_mutex_init(&h->clock.lock, NULL);
+    lmca__clock *c = &h->clock;
+
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->reserved, NULL);
+    /* Until a node told its time, the host's is the best guess. */
+    atomic_store(&c->offset_us, (int64_t)lmca__now_us() - (int64_t)mono_us());
+}
+
+/* The clock's TTL: what the last answer said, this handle's own before. Under
+   the lock. */
+static uint64_t
+ttl_of(lmca_t *h)
+{
+    if (h->clock.ttl_s > 0)
+        return h->clock.ttl_s;
+    return h->cfg.default_ttl_seconds > 0 ? (uint64_t)h->cfg.default_ttl_seconds : 0;
 }
 
 void
 lmca__clock_destroy(lmca_t *h)
 {
+    pthread_cond_destroy(&h->clock.reserved);
     pthread_mutex_destroy(&h->clock.lock);
 }
 
-/* Sets the shared clock to `next` and `free` if it is still at generation
-   `gen` (0: any). */
-static void
-clock_set(lmca_t *h, uint64_t next, uint64_t free, uint32_t gen)
+uint64_t
+lmca__server_now_us(lmca_t *h)
 {
-    int64_t v[2] = {(int64_t)next, (int64_t)free};
-
-    if (lmca__wire_counter_set(h->wire, LMCA__CLOCK_SET, CLOCK_KEY, 2, clock_bins, v, gen,
-                               NULL) == LMCA_OK)
-        LMCA__COUNT(h, clock_resets);
+    return (uint64_t)((int64_t)mono_us() + atomic_load_explicit(&h->clock.offset_us,
+                                                                 memory_order_relaxed));
 }
 
-/* A reservation's answer: the first void position, and the stores' clock there. */
-typedef struct {
-    uint64_t start, store;
-} clock_pos;
-
-/* Reserves `span` µs of the shared clock no earlier than `base`, for a move
-   (all of it free) or for stores (`free`: a lease's unused rest, returned). One
-   round trip; two when the clock is reset or the stores' clock caught up. */
-static int
-clock_reserve(lmca_t *h, uint64_t span, uint64_t free, bool moving, uint64_t base,
-              clock_pos *at)
+/* A node said its time was `server_ms` (whole ms) between t0 and t1 (monotonic
+   µs): the offset is known to within half the round trip and a ms. The sample
+   kept is the tightest, its error grown by the drift since (as NTP keeps its
+   best). Under the lock. */
+static void
+learn_time(lmca__clock *c, uint64_t t0, uint64_t t1, int64_t server_ms)
 {
-    int64_t delta[2] = {(int64_t)span, (int64_t)free}, v[2] = {0, 0};
-    uint32_t gen = 0;
-    int rc = lmca__wire_counter_add(h->wire, LMCA__CLOCK_SET, CLOCK_KEY, 2, clock_bins, delta,
-                                    v, &gen, NULL);
+    uint64_t err = (t1 - t0) / 2 + 500, aged;
 
-    LMCA__COUNT(h, clock_reservations);
-    if (rc == LMCA_MISS || rc == LMCA_EUNKNOWN) { /* not our counter: replace it */
-        clock_set(h, base + span, moving ? span : 0, 0);
-        *at = (clock_pos){base, base};
-        return LMCA_OK;
-    }
-    if (rc != LMCA_OK)
-        return rc;
-    /* The server's answer is checked like any record: a value below the span,
-       far from now + TTL, or more free than there was clock is no position this
-       clock handed out. */
-    uint64_t s = v[0] > (int64_t)span ? (uint64_t)v[0] - span : 0;
-    if (s + CATCH_UP_US < base || s > base + SANE_AHEAD_US || v[1] < (int64_t)free ||
-        (uint64_t)v[1] > s) {
-        clock_set(h, base + span, moving ? span : 0, gen);
-        *at = (clock_pos){base, base};
-        return LMCA_OK;
-    }
-    /* The stores' clock: the void clock less every free µs, the ones returned
-       now included (they lie before s). Stores slower than per_second while
-       moves keep the void clock ahead leave it behind, where it would let a
-       burst through unpaced: it is moved up to now + TTL. */
-    uint64_t store = s - (uint64_t)v[1];
-    if (!moving && store + CATCH_UP_US < base) {
-        clock_set(h, s + span, s > base ? s - base : 0, gen); /* s may trail base by 1 s */
-        store = base;
-    }
-    *at = (clock_pos){s, store};
-    return LMCA_OK;
+    aged = c->time_err_us + (t1 - c->time_at_us) / 1000000u * DRIFT_US_PER_S;
+    if (c->time_known && err > aged)
+        return;
+    atomic_store_explicit(&c->offset_us, server_ms * 1000 + 500 - (int64_t)((t0 + t1) / 2),
+                          memory_order_relaxed);
+    c->time_known = true;
+    c->time_err_us = err;
+    c->time_at_us = t1;
 }
 
 uint64_t
@@ -145,23 +169,129 @@ lmca__clock_step(lmca_t *h)
     return k == 0 ? 0 : 1000000u / k ? 1000000u / k : 1;
 }
 
-/* The realtime µs of now + TTL, where the clock starts. */
-static uint64_t
-clock_base(lmca_t *h)
+/* A reservation's places: the first, the stores' clock there, and how far
+   apart its places are (µs of server time). */
+typedef struct {
+    uint64_t start, store, step;
+} clock_pos;
+
+/* Checks a node's answer as any record read (untrusted) and learns from it.
+   The places must follow from the ask: at least what was added, no lower than
+   the node's now less the catch-up, no higher than its sane bound past the
+   floors, the stores' clock no further past the clock than moves may lead it.
+   Under the lock. */
+static bool
+take_answer(lmca_t *h, const lmca__clock_ask *ask, const lmca__clock_answer *a, uint64_t t0,
+            uint64_t t1, clock_pos *at)
 {
-    return lmca__now_us() + (uint64_t)h->cfg.default_ttl_seconds * 1000000u;
+    lmca__clock *c = &h->clock;
+    int64_t now, start, store, top;
+
+    if (a->ttl_s < 1 || a->ttl_s > TTL_MAX_S || a->now_ms <= 0 ||
+        a->now_ms > INT64_MAX / 4000 || a->next_us < ask->span_us)
+        return false;
+    now = a->now_ms * 1000;
+    start = a->next_us - ask->span_us;
+    store = a->store_us - ask->span_us;
+    top = now + SANE_AHEAD_US + MOVE_LEAD_MAX_US;
+    if (ask->floor_us > top)
+        top = ask->floor_us;
+    if (start + CATCH_UP_US + 1000 < now || start > top || store > start + MOVE_LEAD_MAX_US ||
+        a->store_us < ask->store_us)
+        return false;
+    learn_time(c, t0, t1, a->now_ms);
+    if ((uint64_t)a->ttl_s != ttl_of(h))
+        lmca__log(&h->cfg, LMCA_LOG_INFO,
+                  "namespace '%s': the shared clock's TTL is %lld s, the largest its writers "
+                  "assert (this handle's default_ttl_seconds=%lld): every writer's chunks get "
+                  "it, so that one moment is one void time",
+                  h->cfg.namespace_, (long long)a->ttl_s, (long long)ask->ttl_s);
+    c->ttl_s = (uint64_t)a->ttl_s;
+    if (a->old_us + CATCH_UP_US < now || a->old_us > now + SANE_AHEAD_US)
+        LMCA__COUNT(h, clock_resets); /* behind (idle writers) or not ours: moved to now */
+    *at = (clock_pos){(uint64_t)start, (uint64_t)(store > 0 ? store : 0), 0};
+    return true;
+}
+
+/* Reserves `records` places (plus `spare`, on the first clock only) for a move
+   (`moving`: the stores' clock stays) or for stores (`returned` µs of earlier
+   places given back to the stores' clock): on the first clock record that
+   answers, from HOME onwards. False when none did. Takes the lock for the
+   floors and the answer; not held during the round trips. */
+static bool
+reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool moving,
+        clock_pos *at)
+{
+    lmca__clock *c = &h->clock;
+    uint64_t step = lmca__clock_step(h), now_ms = lmca__mono_ms();
+    unsigned first;
+    lmca__clock_ask ask = {.ttl_s = h->cfg.default_ttl_seconds, .hold_ms = TTL_HOLD_MS,
+                           .catch_up_us = CATCH_UP_US, .sane_us = SANE_AHEAD_US,
+                           .timeout_ms = CLOCK_TIMEOUT_MS};
+
+    if (ask.ttl_s > TTL_MAX_S)
+        ask.ttl_s = TTL_MAX_S;
+    if (ask.timeout_ms > h->cfg.write_timeout_ms)
+        ask.timeout_ms = h->cfg.write_timeout_ms;
+    pthread_mutex_lock(&c->lock);
+    if (now_ms < c->local_until_ms) { /* none answered a moment ago */
+        pthread_mutex_unlock(&c->lock);
+        return false;
+    }
+    first = c->home != 0 && now_ms < c->home_until_ms ? c->home : 0;
+    pthread_mutex_unlock(&c->lock);
+    for (unsigned k = 0; k < CLOCKS; k++) {
+        unsigned i = (first + k) % CLOCKS;
+        uint64_t share = i == 0 ? 1 : FALLBACK_SHARE, t0, t1;
+        lmca__clock_answer a;
+        lmca_err_t err;
+        int rc;
+
+        ask.span_us = (int64_t)((records + (i == 0 ? spare : 0)) * step * share);
+        ask.store_us = moving ? 0 : ask.span_us - (int64_t)returned;
+        pthread_mutex_lock(&c->lock);
+        ask.floor_us = (int64_t)c->last_us;
+        ask.store_floor_us = (int64_t)c->store_last_us;
+        pthread_mutex_unlock(&c->lock);
+        t0 = mono_us();
+        rc = lmca__wire_clock(h->wire, clock_keys[i], &ask, &a, &err);
+        t1 = mono_us();
+        LMCA__COUNT(h, clock_reservations);
+        pthread_mutex_lock(&c->lock);
+        if (rc == LMCA_OK && take_answer(h, &ask, &a, t0, t1, at)) {
+            at->step = step * share;
+            if (i == 0) {
+                c->home_wait_ms = 0;
+            } else if (first == 0) { /* the first failed: back to it later, later each time */
+                c->home_wait_ms = c->home_wait_ms ? 2 * c->home_wait_ms : HOME_RETRY_MS;
+                if (c->home_wait_ms > HOME_RETRY_MAX_MS)
+                    c->home_wait_ms = HOME_RETRY_MAX_MS;
+                c->home_until_ms = lmca__mono_ms() + c->home_wait_ms;
+            }
+            c->home = i;
+            pthread_mutex_unlock(&c->lock);
+            if (i != 0)
+                LMCA__COUNT(h, clock_fallbacks);
+            return true;
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
+    pthread_mutex_lock(&c->lock);
+    c->local_until_ms = lmca__mono_ms() + LOCAL_HOLD_MS;
+    pthread_mutex_unlock(&c->lock);
+    return false;
 }
 
 /* The next lease's spare records: this handle's rate over the last lease, for
    LEASE_MS, no more than twice what the last lease's spare served, plus one,
    and at most 1 / LEASE_SHARE of a second's records. Takes what is left of the
-   lease and what was returned (the next reservation gives it back as free).
-   Under the lock. */
+   lease and what was returned (the next reservation gives it back to the
+   stores' clock). Under the lock. */
 static uint64_t
 lease_spare(lmca__clock *c, uint64_t step, uint64_t mono, uint64_t *left_us)
 {
     uint64_t k = 1000000u / step; /* per_second, as the step rounds it */
-    uint64_t left = c->end_us > c->next_us ? (c->end_us - c->next_us) / step : 0;
+    uint64_t left = c->end_us > c->next_us && c->lease_step ? (c->end_us - c->next_us) / c->lease_step : 0;
     uint64_t used = c->spare > left ? c->spare - left : 0;
     uint64_t spare = c->placed * LEASE_MS / (mono > c->refilled_ms ? mono - c->refilled_ms : 1);
 
@@ -169,7 +299,7 @@ lease_spare(lmca__clock *c, uint64_t step, uint64_t mono, uint64_t *left_us)
         spare = 2 * used + 1;
     if (spare > k / LEASE_SHARE)
         spare = k / LEASE_SHARE;
-    *left_us = left * step + c->returned_us;
+    *left_us = left * c->lease_step + c->returned_us;
     c->returned_us = 0;
     c->end_us = c->next_us; /* a second refill meanwhile returns nothing twice */
     c->placed = 0;
@@ -177,72 +307,119 @@ lease_spare(lmca__clock *c, uint64_t step, uint64_t mono, uint64_t *left_us)
     return spare;
 }
 
-/* A store's void place `at`; its place on the stores' clock in *pace_us, moved
-   up to at - MOVE_LEAD_MAX_US when moves led the clock further. */
+/* Places `records` on the handle's own clock, from its floor and the servers'
+   now, at 1 / `share` of the rate. Under the lock. */
+static clock_pos
+place_locally(lmca_t *h, uint64_t records, uint64_t share, bool moving)
+{
+    lmca__clock *c = &h->clock;
+    uint64_t base = lmca__server_now_us(h), step = lmca__clock_step(h) * share;
+    clock_pos at = {c->last_us > base ? c->last_us : base,
+                    c->store_last_us > base ? c->store_last_us : base, step};
+
+    c->last_us = at.start + records * step;
+    if (!moving)
+        c->store_last_us = at.store + records * step;
+    return at;
+}
+
+/* A store placed at `at`: its void time (the place plus the clock's TTL), and
+   in *pace_us its place on the stores' clock, moved up to at - MOVE_LEAD_MAX_US
+   when moves led the clock further. Under the lock. */
 static uint64_t
-pace(uint64_t at, uint64_t *pace_us)
+void_of(lmca_t *h, uint64_t at, uint64_t *pace_us)
 {
     if (*pace_us + MOVE_LEAD_MAX_US < at)
         *pace_us = at - MOVE_LEAD_MAX_US;
-    return at;
+    return at + ttl_of(h) * 1000000u;
+}
+
+/* Takes `records` places from the lease, if it holds them. Under the lock. */
+static bool
+from_lease(lmca__clock *c, uint32_t records, uint64_t mono, uint64_t *start, uint64_t *store)
+{
+    uint64_t need = (uint64_t)records * c->lease_step;
+
+    if (c->expires_ms <= mono || c->next_us + need > c->end_us)
+        return false;
+    *start = c->next_us;
+    *store = c->store_us;
+    c->next_us += need;
+    c->store_us += need;
+    c->placed += records;
+    c->head_us = *start > c->head_us ? *start : c->head_us;
+    return true;
+}
+
+/* Installs the lease of a reservation. Under the lock. */
+static void
+install_lease(lmca__clock *c, const clock_pos *at, uint64_t records, uint64_t span_records,
+              uint64_t mono)
+{
+    uint64_t need = records * at->step, span = span_records * at->step;
+
+    c->lease_step = at->step;
+    c->spare = span_records - records;
+    c->next_us = at->start + need;
+    c->store_us = at->store + need;
+    c->end_us = at->start + span;
+    c->expires_ms = mono + LEASE_MS;
+    if (c->end_us > c->last_us)
+        c->last_us = c->end_us;
+    if (at->store + span > c->store_last_us)
+        c->store_last_us = at->store + span;
+    c->head_us = at->start > c->head_us ? at->start : c->head_us;
+    c->placed += records;
 }
 
 uint64_t
 lmca__clock_place(lmca_t *h, uint32_t records, uint64_t *pace_us)
 {
     lmca__clock *c = &h->clock;
-    uint64_t base, step, need, spare, left_us = 0, mono, start;
+    uint64_t step, spare, left_us = 0, mono, start, store;
     clock_pos at;
 
     *pace_us = 0;
     if (h->cfg.default_ttl_seconds <= 0) /* never, keep, or the namespace's default */
         return 0;
-    base = clock_base(h);
-    if ((step = lmca__clock_step(h)) == 0) /* the namespace does not evict: real time is order enough */
-        return *pace_us = base;
-    need = (uint64_t)records * step;
-    mono = lmca__mono_ms();
-
-    pthread_mutex_lock(&c->lock);
-    if (c->expires_ms > mono && c->next_us + need <= c->end_us) {
-        start = c->next_us;
-        *pace_us = c->store_us;
-        c->next_us += need;
-        c->store_us += need;
-        c->placed += records;
-        c->head_us = start > c->head_us ? start : c->head_us;
-        pthread_mutex_unlock(&c->lock);
-        return pace(start, pace_us);
+    if ((step = lmca__clock_step(h)) == 0) { /* no eviction: real time is order enough */
+        *pace_us = lmca__server_now_us(h);
+        return *pace_us + (uint64_t)h->cfg.default_ttl_seconds * 1000000u;
     }
+    mono = lmca__mono_ms();
+    pthread_mutex_lock(&c->lock);
+    for (;;) {
+        if (from_lease(c, records, mono, &start, &store)) {
+            *pace_us = store;
+            start = void_of(h, start, pace_us);
+            pthread_mutex_unlock(&c->lock);
+            return start;
+        }
+        if (!c->reserving)
+            break;
+        /* One reservation at a time: its lease likely holds this place too. */
+        pthread_cond_wait(&c->reserved, &c->lock);
+        mono = lmca__mono_ms();
+    }
+    c->reserving = true;
     spare = lease_spare(c, step, mono, &left_us);
     pthread_mutex_unlock(&c->lock);
 
-    /* Outside the lock: other threads place meanwhile, on the lease or their own
-       reservation; a lease replaced by a newer one leaves its rest unused. */
-    uint64_t span = need + spare * step;
-    bool shared = h->cfg.shared_clock && clock_reserve(h, span, left_us, false, base, &at) == LMCA_OK;
+    bool shared = h->cfg.shared_clock && reserve(h, records, spare, left_us, false, &at);
 
     pthread_mutex_lock(&c->lock);
-    if (!shared) { /* its own clocks; a full namespace refuses the counter's write too */
+    if (!shared) { /* its own clock: the records' (or every record's) refused */
         LMCA__COUNT(h, clock_local);
-        at.start = c->last_us > base ? c->last_us : base;
-        at.store = c->store_last_us > base ? c->store_last_us : base;
-        span = need;
+        at = place_locally(h, records, h->cfg.shared_clock ? LOCAL_SHARE : 1, false);
+        spare = 0;
     }
-    c->spare = (span - need) / step;
-    c->next_us = at.start + need;
-    c->store_us = at.store + need;
-    c->end_us = at.start + span;
-    c->expires_ms = mono + LEASE_MS;
-    if (c->end_us > c->last_us)
-        c->last_us = c->end_us;
-    if (at.store + span > c->store_last_us)
-        c->store_last_us = at.store + span;
-    c->head_us = at.start > c->head_us ? at.start : c->head_us;
-    c->placed += records;
-    pthread_mutex_unlock(&c->lock);
+    install_lease(c, &at, records, records + (at.step == step ? spare : 0), mono);
+    c->reserving = false;
+    pthread_cond_broadcast(&c->reserved);
     *pace_us = at.store;
-    return pace(at.start, pace_us);
+    start = void_of(h, at.start, pace_us);
+    pthread_mutex_unlock(&c->lock);
+    return start;
 }
 
 void
@@ -256,40 +433,45 @@ lmca__clock_return(lmca_t *h, uint32_t records)
 }
 
 uint64_t
-lmca__clock_move(lmca_t *h, uint32_t records)
+lmca__clock_move(lmca_t *h, uint32_t records, uint64_t *step_us)
 {
     lmca__clock *c = &h->clock;
-    uint64_t base, step, need;
     clock_pos at;
 
+    uint64_t start;
+
+    *step_us = lmca__clock_step(h);
     if (h->cfg.default_ttl_seconds <= 0)
         return 0;
-    base = clock_base(h);
-    if ((step = lmca__clock_step(h)) == 0)
-        return base;
-    need = (uint64_t)records * step;
+    if (*step_us == 0)
+        return lmca__server_now_us(h) + (uint64_t)h->cfg.default_ttl_seconds * 1000000u;
     /* Its own reservation, all of it free: no lease, whose rest would be a
        store's. Moves come in batches (hits.c), so the round trips are few. */
-    if (!h->cfg.shared_clock || clock_reserve(h, need, need, true, base, &at) != LMCA_OK) {
-        pthread_mutex_lock(&c->lock);
-        LMCA__COUNT(h, clock_local);
-        at.start = c->last_us > base ? c->last_us : base;
-        c->last_us = at.start + need;
-        pthread_mutex_unlock(&c->lock);
-    }
+    bool shared = h->cfg.shared_clock && reserve(h, records, 0, 0, true, &at);
+
     pthread_mutex_lock(&c->lock);
+    if (!shared) {
+        LMCA__COUNT(h, clock_local);
+        at = place_locally(h, records, h->cfg.shared_clock ? LOCAL_SHARE : 1, true);
+    } else if (at.start + records * at.step > c->last_us) {
+        c->last_us = at.start + records * at.step;
+    }
     c->head_us = at.start > c->head_us ? at.start : c->head_us;
+    start = at.start + ttl_of(h) * 1000000u;
     pthread_mutex_unlock(&c->lock);
-    return at.start;
+    *step_us = at.step;
+    return start;
 }
 
 uint64_t
 lmca__clock_head(lmca_t *h)
 {
-    uint64_t base = clock_base(h), head;
+    uint64_t base, head;
 
     pthread_mutex_lock(&h->clock.lock);
-    head = h->clock.head_us;
+    base = lmca__server_now_us(h);
+    head = h->clock.head_us > base ? h->clock.head_us : base;
+    head += ttl_of(h) * 1000000u;
     pthread_mutex_unlock(&h->clock.lock);
-    return head > base ? head : base;
+    return head;
 }

@@ -41,6 +41,12 @@ lmca_config_init(lmca_config_t *cfg)
        a put waits out two of its cycles. */
     cfg->backpressure_ms = 5000;
     cfg->full_recheck_ms = 1000;
+    /* The lead of the clock is 1 to 3 s (cache.c): a put due later than that
+       waits for room that NSUP has not made yet. */
+    cfg->max_put_wait_ms = 2000;
+    /* A hit's move rewrites its chunk on the master and the replica: on a device,
+       as many bytes as a store, where the stores alone keep it at NSUP's pace. */
+    cfg->touch_budget_percent = 100;
 }
 
 /* How lmca_config_set() parses each key. */
@@ -73,6 +79,8 @@ static const struct field {
     F("read_touch_ttl_percent", K_I32, read_touch_ttl_percent),
     F("backpressure_ms", K_U32, backpressure_ms),
     F("full_recheck_ms", K_U32, full_recheck_ms),
+    F("max_put_wait_ms", K_U32, max_put_wait_ms),
+    F("touch_budget_percent", K_U32, touch_budget_percent),
     F("records_per_void_second", K_U32, records_per_void_second),
     F("touch_on_hit", K_BOOL, touch_on_hit),
     F("shared_clock", K_BOOL, shared_clock),
@@ -310,6 +318,12 @@ check_policies(const lmca_config_t *cfg, lmca_err_t *err)
     if (cfg->full_recheck_ms == 0 || cfg->full_recheck_ms > 600000)
         return bad_number(err, "full_recheck_ms", (long long)cfg->full_recheck_ms,
                           "must be 1 to 600000");
+    if (cfg->touch_budget_percent > 100000)
+        return bad_number(err, "touch_budget_percent", (long long)cfg->touch_budget_percent,
+                          "must be 0 (no budget) to 100000");
+    if (cfg->max_put_wait_ms > 600000)
+        return bad_number(err, "max_put_wait_ms", (long long)cfg->max_put_wait_ms,
+                          "must be at most 600000 (10 minutes)");
     return LMCA_OK;
 }
 

@@ -97,6 +97,7 @@ lmca_open(const lmca_config_t *cfg, lmca_t **out, lmca_err_t *err)
     if ((h = lmca__calloc(1, sizeof *h)) == NULL)
         return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory opening a handle");
     lmca__clock_init(h);
+    lmca__cache_init(h);
     lmca__hits_init(h);
     h->wid_seed = wid_seed();
     if ((rc = own_strings(h, cfg, err)) == LMCA_OK &&
@@ -118,6 +119,7 @@ lmca_close(lmca_t *h)
     if (h->wire)
         lmca_touch_hits(h, NULL);
     lmca__wire_close(h->wire);
+    lmca__cache_close(h);
     lmca__hits_destroy(h);
     lmca__clock_destroy(h);
     free(h->strings);
@@ -166,12 +168,17 @@ lmca_stats(lmca_t *h, lmca_stats_t *out)
     LOAD(dropped_full);
     LOAD(dropped_busy);
     LOAD(dropped_unsent);
+    LOAD(dropped_unreachable);
+    LOAD(dropped_paced);
     LOAD(puts_paced);
     LOAD(clock_reservations);
     LOAD(clock_resets);
     LOAD(clock_local);
+    LOAD(clock_fallbacks);
     LOAD(hits_touched);
     LOAD(hits_fresh);
+    LOAD(hits_unbudgeted);
+    LOAD(touch_bytes);
     LOAD(touches_failed);
     LOAD(mends);
     LOAD(mended_records);
@@ -321,7 +328,12 @@ lmca_touch(lmca_t *h, const char *key, bool pin, lmca_err_t *err)
     /* A new place on the clock, the head of the eviction order as a put gets
        (clock.c); it does not wait for the clock, as it adds no data. Segments
        first, so that a touch cut short leaves no meta record due after them. */
-    void_at = pin ? 0 : lmca__clock_move(h, meta.nseg > 1 ? meta.nseg + 1 : 1) / 1000000u;
+    if (!pin) {
+        uint64_t step;
+        void_at = lmca__clock_move(h, meta.nseg > 1 ? meta.nseg + 1 : 1, &step) / 1000000u;
+    } else {
+        void_at = 0;
+    }
     if (meta.nseg > 1)
         rc = touch_segments(h, key, meta.nseg, void_at, pin, err);
     if (rc == LMCA_OK) {
@@ -337,5 +349,5 @@ lmca_remove_record(lmca_t *h, const uint8_t digest[20], lmca_err_t *err)
 {
     if (digest == NULL)
         return lmca__fail(err, LMCA_EINVAL, 0, "lmca_remove_record: NULL digest");
-    return lmca__wire_remove_digest(h->wire, digest, err);
+    return lmca__wire_remove_digest(h->wire, NULL, digest, 0, err);
 }

@@ -80,7 +80,7 @@ fresh_us(lmca_t *h)
 static bool
 fresh(lmca_t *h, const lmca_meta_t *meta)
 {
-    uint64_t due = (lmca__now_us() / 1000000u + meta->ttl + 1) * 1000000u;
+    uint64_t due = (lmca__server_now_us(h) / 1000000u + meta->ttl + 1) * 1000000u;
     return due + fresh_us(h) > lmca__clock_head(h);
 }
 
@@ -134,12 +134,47 @@ keep_whole(lmca__hit **q, size_t n, lmca__row *rows, size_t nsegs)
     return kept;
 }
 
+/* Keeps at the front of q the hits the touch budget allows, in read order, and
+   returns how many; frees the others (hits_unbudgeted). The budget fills at
+   touch_budget_percent of what stores write at NSUP's pace, up to a second of
+   it, and a move may take it below zero (a chunk larger than a second's budget
+   still moves, as often as the rate allows). A memory namespace has none. */
+static size_t
+within_budget(lmca_t *h, lmca__hit **q, size_t n)
+{
+    uint64_t pace = atomic_load_explicit(&h->cache.bytes_per_second, memory_order_relaxed);
+    double rate = (double)pace * h->cfg.touch_budget_percent / 100, now;
+    size_t kept = 0;
+
+    if (rate <= 0)
+        return n;
+    pthread_mutex_lock(&h->hits.lock);
+    now = (double)lmca__mono_ms();
+    if (h->hits.budget_ms == 0)
+        h->hits.budget = rate;
+    else
+        h->hits.budget += rate * (now - (double)h->hits.budget_ms) / 1000;
+    h->hits.budget = h->hits.budget > rate ? rate : h->hits.budget;
+    h->hits.budget_ms = (uint64_t)now;
+    for (size_t i = 0; i < n; i++) {
+        if (h->hits.budget > 0) {
+            h->hits.budget -= (double)q[i]->bytes;
+            q[kept++] = q[i];
+        } else {
+            LMCA__COUNT(h, hits_unbudgeted);
+            free(q[i]);
+        }
+    }
+    pthread_mutex_unlock(&h->hits.lock);
+    return kept;
+}
+
 /* Touches the chunks q[0, n): every record at its chunk's new void time. */
 static int
 touch(lmca_t *h, lmca__hit **q, size_t n, lmca_err_t *err)
 {
     size_t records = 0, nsegs = 0, r = 0;
-    uint64_t step = lmca__clock_step(h), at;
+    uint64_t step, at;
     char **keys;
     lmca__row *rows;
 
@@ -153,7 +188,7 @@ touch(lmca_t *h, lmca__hit **q, size_t n, lmca_err_t *err)
     /* One place for all of them, in the order they were read: chunk i's
        records follow chunk i - 1's. Segments in rows [0, nsegs), meta records
        after them. */
-    at = lmca__clock_move(h, (uint32_t)(records < UINT32_MAX ? records : UINT32_MAX));
+    at = lmca__clock_move(h, (uint32_t)(records < UINT32_MAX ? records : UINT32_MAX), &step);
     for (size_t i = 0; i < n; i++) {
         uint32_t ttl = lmca__record_ttl(h, at / 1000000u, false);
         for (uint32_t s = 0; q[i]->nseg > 1 && s < q[i]->nseg; s++, r++) {
@@ -168,9 +203,16 @@ touch(lmca_t *h, lmca__hit **q, size_t n, lmca_err_t *err)
         touch_rows(h, rows, nsegs);
     size_t metas = keep_whole(q, n, rows, nsegs);
     touch_rows(h, rows + nsegs, metas);
-    for (size_t i = 0; i < metas; i++)
-        if (rows[nsegs + i].result == LMCA_OK)
+    /* The kept meta rows are in q's order: chunk i's, if kept, is the next. */
+    for (size_t i = 0, k = 0; i < n && k < metas; i++) {
+        if (rows[nsegs + k].key != keys[nsegs + i])
+            continue;
+        if (rows[nsegs + k++].result == LMCA_OK) {
             LMCA__COUNT(h, hits_touched);
+            atomic_fetch_add_explicit(&h->counters.touch_bytes, q[i]->bytes,
+                                      memory_order_relaxed);
+        }
+    }
     free(keys);
     return LMCA_OK;
 }
@@ -180,8 +222,10 @@ lmca_touch_hits(lmca_t *h, lmca_err_t *err)
 {
     size_t n;
     lmca__hit **q = take(h, &n);
-    int rc = q ? touch(h, q, n, err) : LMCA_OK;
+    int rc;
 
+    n = q ? within_budget(h, q, n) : 0;
+    rc = n > 0 ? touch(h, q, n, err) : LMCA_OK;
     for (size_t i = 0; i < n; i++)
         free(q[i]);
     free(q);
@@ -219,6 +263,7 @@ lmca__hit_found(lmca_t *h, const char *key, const lmca_meta_t *meta)
     if ((hit = lmca__malloc(sizeof *hit + len)) == NULL)
         return; /* a hint lost, nothing else */
     hit->nseg = meta->nseg;
+    hit->bytes = meta->tot_b;
     memcpy(hit->key, key, len);
     pthread_mutex_lock(&h->hits.lock);
     if (h->hits.queue == NULL && h->hits.n == 0)

@@ -73,32 +73,47 @@ typedef struct lmca__counters {
     atomic_uint_fast64_t puts_aborted, segments_removed, segments_left;
     atomic_uint_fast64_t guesses_confirmed, guesses_missed;
     atomic_uint_fast64_t puts_retried, write_retries, dropped_full, dropped_busy, dropped_unsent;
+    atomic_uint_fast64_t dropped_unreachable, dropped_paced;
     atomic_uint_fast64_t puts_paced;
-    atomic_uint_fast64_t clock_reservations, clock_resets, clock_local;
-    atomic_uint_fast64_t hits_touched, hits_fresh, touches_failed;
+    atomic_uint_fast64_t clock_reservations, clock_resets, clock_local, clock_fallbacks;
+    atomic_uint_fast64_t hits_touched, hits_fresh, hits_unbudgeted, touch_bytes, touches_failed;
     atomic_uint_fast64_t mends, mended_records;
 } lmca__counters;
 
 /* The handle's part of the shared void-time clock (clock.c): its lease of
-   positions, and the furthest position it has seen. Guarded by `lock`. */
+   places, the furthest places it knows of, its offset to the servers' time and
+   which clock record serves it. Guarded by `lock`, but offset_us (atomic). */
 typedef struct lmca__clock {
     pthread_mutex_t lock;
-    uint64_t next_us, end_us; /* the lease: positions [next_us, end_us) */
+    pthread_cond_t reserved;  /* a reservation ended (`reserving` cleared) */
+    bool reserving;           /* one thread is reserving: the others wait for its lease */
+    uint64_t next_us, end_us; /* the lease: places [next_us, end_us) ... */
+    uint64_t lease_step;      /* ... lease_step apart (a fallback's are wider) */
     uint64_t expires_ms;      /* ... usable until then (monotonic) */
     uint64_t refilled_ms;     /* when it was reserved ... */
     uint64_t placed;          /* ... and the records placed since */
     uint64_t spare;           /* records it held beyond the reservation's own */
     uint64_t store_us;        /* the stores' clock at next_us (clock.c) */
     uint64_t returned_us;     /* places reserved and not used, to give back */
-    uint64_t last_us;         /* the furthest position reserved or placed */
+    uint64_t last_us;         /* the furthest void place reserved or placed: the floor */
     uint64_t store_last_us;   /* ... and on the stores' clock */
     uint64_t head_us;         /* the newest place handed out */
+    uint64_t ttl_s;           /* the clock's TTL (the largest of its writers') */
+    atomic_int_fast64_t offset_us; /* the servers' time less CLOCK_MONOTONIC, µs */
+    bool time_known;          /* a node told its time ... */
+    uint64_t time_err_us;     /* ... to within this ... */
+    uint64_t time_at_us;      /* ... at this monotonic µs */
+    unsigned home;            /* the clock record that served last ... */
+    uint64_t home_until_ms;   /* ... a fallback: until then, then the first again ... */
+    uint64_t home_wait_ms;    /* ... this long after the first failed (doubling) */
+    uint64_t local_until_ms;  /* no record answered: the handle's own clock till then */
 } lmca__clock;
 
 /* Chunks a get found, waiting to be touched at the head of the clock (hits.c).
    Guarded by `lock`. */
 typedef struct lmca__hit {
     uint32_t nseg;
+    uint64_t bytes; /* the chunk's payload: what its move rewrites */
     char key[]; /* NUL-terminated */
 } lmca__hit;
 
@@ -107,6 +122,8 @@ typedef struct lmca__hits {
     lmca__hit **queue; /* LMCA__HITS_MAX entries, allocated with the first hit */
     size_t n;
     uint64_t first_ms; /* when the oldest was queued (monotonic) */
+    double budget;     /* bytes the moves may still rewrite (the touch budget) ... */
+    uint64_t budget_ms; /* ... as of then (monotonic) */
 } lmca__hits;
 
 #define LMCA__HITS_MAX 1024
@@ -114,22 +131,45 @@ typedef struct lmca__hits {
 /* The counter record of the shared clock lives in this set of the namespace. */
 #define LMCA__CLOCK_SET "lmca_clock"
 
-/* What a full namespace needs of a handle (cache.c). */
+/* The most nodes a look reads (Community Edition clusters have at most 8), and
+   the longest node name kept. */
+#define LMCA__NODES_MAX 64
+#define LMCA__NODE_NAME 32
+
+/* One node as mend.c's watch saw it. */
+typedef struct lmca__node_watch {
+    char name[LMCA__NODE_NAME];
+    uint64_t evicted_seen;     /* evicted_objects at the last look */
+    uint64_t stalled_since_ms; /* past evict-used-pct, nothing evicted, since; 0 = not */
+} lmca__node_watch;
+
+/* What a full namespace needs of a handle (cache.c, plan.c, mend.c). */
 typedef struct lmca__cache {
     atomic_uint_fast64_t per_second;    /* the eviction plan, from the last look ... */
     atomic_uint_fast64_t lead_seconds;
     atomic_uint_fast64_t target, records;
     atomic_bool enabled;
+    atomic_uint_fast64_t bytes_per_second; /* ... on a device namespace; 0 on memory */
     atomic_uint_fast64_t watch_next_ms; /* ... and when to look again (monotonic) */
+    pthread_mutex_t plan_lock;          /* plan.c: the last look, and plans made from it */
+    struct lmca__looks *last_look;      /* what every node said last */
+    atomic_bool plan_guessed;           /* the plan guessed the mean record: again at the
+                                           first put */
+    atomic_uint upkeep_pools;           /* pools whose workers look and mend
+                                           (lmca__upkeep); none: the puts do */
     atomic_uint_fast64_t put_records, put_bytes; /* what this handle's puts wrote */
     atomic_uint_fast64_t full_until_ms; /* puts are dropped unsent until then */
     atomic_uint_fast64_t landed_ms;     /* when a refused put last landed */
     atomic_bool full_known;             /* a put gave up on stop-writes, none landed since */
     atomic_uint_fast64_t warn_next_ms;  /* the next warning about drops, not before */
-    /* mend.c, on the watching thread only: */
-    uint64_t evicted_seen;              /* evicted_objects at the last look */
-    uint64_t stalled_since_ms;          /* past evict-used-pct, nothing evicted, since */
-    uint64_t stall_ms;                  /* ... how long before this handle mends */
+    /* mend.c: the watch's state, on the watching thread only ... */
+    lmca__node_watch nodes[LMCA__NODES_MAX];
+    size_t nnodes;
+    uint64_t stall_ms;                  /* how long a stall lasts before this handle mends */
+    atomic_bool mend_due;               /* ... and a mend it asks for (lmca__mend_if_due) */
+    atomic_bool mending;                /* one mend at a time in this handle */
+    uint64_t lease_absent_ms;           /* the lease record missing at stop-writes, since */
+    atomic_bool lease_to_restore;       /* a lease taken by a delete, not yet written back */
 } lmca__cache;
 
 #define LMCA__COUNT(h, field) atomic_fetch_add_explicit(&(h)->counters.field, 1, memory_order_relaxed)
@@ -161,19 +201,22 @@ int lmca__check_key(const char *key, lmca_err_t *err);
    has no tab), without trailing newlines; `*n` is its length. limits.c. */
 const char *lmca__info_value(const char *info, size_t *n);
 
-/* cache.c: the eviction plan at open, and looks at the namespace while writing
-   (at most every 10 s, on one thread). */
+/* plan.c: the eviction plan at open, and looks at the namespace while writing
+   (at most every 10 s, on one thread); init before, close frees what they keep. */
+void lmca__cache_init(lmca_t *h);
 void lmca__cache_open(lmca_t *h);
+void lmca__cache_close(lmca_t *h);
 void lmca__cache_watch(lmca_t *h);
 /* Counts a begun put's records and bytes (the mean record the plan may need). */
 void lmca__cache_planned(lmca_t *h, uint32_t records, uint64_t bytes);
 
-/* clock.c: the shared void-time clock. A place for `records` records of a
-   store, as a realtime µs of void time: 0 when default_ttl_seconds is not
-   positive (the TTL is sent as set), now + TTL when the namespace does not
-   evict; *pace_us its place on the stores' clock (lmca_put_pace waits while
-   that leads now + TTL by more than the lead). May take a round trip (a new
-   lease). */
+/* clock.c: the shared void-time clock, on the servers' time. A place for
+   `records` records of a store, as µs of void time (the servers' time: its
+   place plus the clock's TTL): 0 when default_ttl_seconds is not positive (the
+   TTL is sent as set), now + TTL when the namespace does not evict; *pace_us
+   its place on the stores' clock (lmca_put_pace waits while that leads now by
+   more than the lead). May take a round trip (a new lease), or wait for
+   another thread's. */
 void lmca__clock_init(lmca_t *h);
 void lmca__clock_destroy(lmca_t *h);
 uint64_t lmca__clock_place(lmca_t *h, uint32_t records, uint64_t *pace_us);
@@ -181,13 +224,17 @@ uint64_t lmca__clock_place(lmca_t *h, uint32_t records, uint64_t *pace_us);
    use (a put placed twice by racing steps); the next reservation frees them. */
 void lmca__clock_return(lmca_t *h, uint32_t records);
 /* The same for records moved to the head (hits, lmca_touch): it adds no data,
-   so it leaves the stores' clock, which puts are paced by, where it is. */
-uint64_t lmca__clock_move(lmca_t *h, uint32_t records);
+   so it leaves the stores' clock, which puts are paced by, where it is. The
+   records' places are *step_us apart from the one returned. */
+uint64_t lmca__clock_move(lmca_t *h, uint32_t records, uint64_t *step_us);
 /* The clock's step, 1 s / per_second in µs (at least 1); 0 when the namespace
    does not evict. */
 uint64_t lmca__clock_step(lmca_t *h);
 /* The newest place this handle handed out, at least now + TTL (µs). */
 uint64_t lmca__clock_head(lmca_t *h);
+/* The servers' time, µs since the Unix epoch: this host's monotonic clock plus
+   the offset the clock's answers gave (the host's realtime before the first). */
+uint64_t lmca__server_now_us(lmca_t *h);
 
 /* hits.c: a get's hit (a valid chunk read whole), queued to be touched at the
    head of the clock unless it is fresh (near the head already) or pinned; and
@@ -197,12 +244,21 @@ void lmca__hits_destroy(lmca_t *h);
 void lmca__hit_found(lmca_t *h, const char *key, const lmca_meta_t *meta);
 void lmca__touch_hits_due(lmca_t *h);
 
-/* mend.c: from each look at the namespace; mends it when NSUP evicted nothing
-   for a while past evict-used-pct. */
-void lmca__mend_watch(lmca_t *h, const lmca_server_info_t *srv, uint64_t now_ms);
+/* mend.c: from each look at the cluster (every node's answer); asks for a mend
+   when a node stayed past evict-used-pct with NSUP evicting nothing. */
+void lmca__mend_watch(lmca_t *h, const lmca_server_info_t *srv,
+                      const char (*names)[LMCA__NODE_NAME], size_t n, uint64_t now_ms);
+/* Mends when asked to: one handle of all at a time (a lease), the records of
+   the lowest seconds of void time, whole chunks, each removed only if unchanged
+   since it was seen. Off the put path: a pool's worker, or the put that looked. */
+void lmca__mend_if_due(lmca_t *h);
 /* A stall lasts at least this long (and up to as much again, per handle) before
    a mend. */
 #define LMCA__STALL_MS 8000u
+
+/* Upkeep: looks at the cluster when due (the plan), then mends when due. A
+   pool's workers call it; without a pool, the puts do (lmca__cache_gate). */
+void lmca__upkeep(lmca_t *h);
 
 /* Places a begun put on the clock, once, whichever of its steps comes first
    (lmca_put_pace and the steps call it; pinned puts have no place). */
@@ -210,7 +266,7 @@ void lmca__put_place(lmca_t *h, lmca_put_t *p);
 
 /* The TTL to send now for a record of a chunk due at `void_at`, so that every
    record of the chunk lands in that second: -1 (never) when pinned. */
-uint32_t lmca__record_ttl(const lmca_t *h, uint64_t void_at, bool pin);
+uint32_t lmca__record_ttl(lmca_t *h, uint64_t void_at, bool pin);
 
 /* Before a put step: LMCA_OK, or LMCA_EFULL (counted as dropped unsent) while
    the namespace is known to be full. Also looks at the namespace when due. */

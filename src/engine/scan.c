@@ -90,7 +90,7 @@ lmca_scan(lmca_t *h, lmca_scan_mode mode, lmca_scan_cb cb, void *udata, lmca_err
     if (cb == NULL || (unsigned)mode > LMCA_SCAN_ALL)
         return lmca__fail(err, LMCA_EINVAL, 0, "lmca_scan: %s",
                           cb ? "unknown mode" : "NULL callback");
-    return lmca__wire_scan(h->wire, mode == LMCA_SCAN_ALL ? NULL : lmca__small_names,
+    return lmca__wire_scan(h->wire, mode == LMCA_SCAN_ALL ? NULL : lmca__small_names, false,
                            scan_record, &st, err);
 }
 

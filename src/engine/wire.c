@@ -19,6 +19,8 @@
 #include <aerospike/aerospike_scan.h>
 #include <aerospike/as_boolean.h>
 #include <aerospike/as_cluster.h>
+#include <aerospike/as_exp.h>
+#include <aerospike/as_exp_operations.h>
 #include <aerospike/as_record_iterator.h>
 #include <aerospike/version.h>
 
@@ -674,13 +676,22 @@ lmca__wire_digest_hex(lmca__wire *w, const char *key, char out[41])
 }
 
 int
-lmca__wire_remove_digest(lmca__wire *w, const uint8_t digest[20], lmca_err_t *err)
+lmca__wire_remove_digest(lmca__wire *w, const char *set, const uint8_t digest[20], uint16_t gen,
+                         lmca_err_t *err)
 {
     as_key k;
     as_error e;
-    as_key_init_digest(&k, w->ns, w->set, digest);
-    if (aerospike_key_remove(&w->as, &e, &w->remove, &k) != AEROSPIKE_OK)
-        return fail(err, &e, "remove by digest in", w->set);
+    as_policy_remove policy = w->remove;
+
+    if (set == NULL)
+        set = w->set;
+    as_key_init_digest(&k, w->ns, set, digest);
+    if (gen != 0) {
+        policy.gen = AS_POLICY_GEN_EQ;
+        policy.generation = gen;
+    }
+    if (aerospike_key_remove(&w->as, &e, &policy, &k) != AEROSPIKE_OK)
+        return fail(err, &e, "remove by digest in", set);
     return LMCA_OK;
 }
 
@@ -734,41 +745,174 @@ lmca__wire_touch(lmca__wire *w, const char *key, uint32_t ttl, const lmca__bin *
 }
 
 /* ---------------------------------------------------------------------------
- * Counters: small never-expiring records of one integer, outside the chunks' set
- * (the shared void-time clock, cache.c).
+ * The shared void-time clock's records (clock.c): small, never expiring, in a
+ * set of their own. A reservation is one operate whose expressions run on the
+ * node that masters the record, on that node's time, so that no writer's host
+ * clock enters the order.
  */
 
+#define CLOCK_NEXT_BIN "next_us"   /* the clock: the next free place, µs of server time */
+#define CLOCK_STORE_BIN "store_us" /* the stores' clock, which puts are paced by */
+#define CLOCK_TTL_BIN "ttl_s"      /* the clock's TTL: the largest of its writers' ... */
+#define CLOCK_HOLD_BIN "ttl_until" /* ... while one asserted it lately (server ms) */
+/* What the reservation reads back, by expression under names of their own: an
+   operate answers each op, the writes' nil results too, and the client makes a
+   bin named by several ops a list of their results. */
+#define CLOCK_OLD "o"      /* the clock before this reservation */
+#define CLOCK_NOW "now_ms" /* the node's time */
+#define CLOCK_NEXT_READ "n"
+#define CLOCK_STORE_READ "s"
+#define CLOCK_TTL_READ "t"
+
+/* An integer bin, or 0 when it is missing or of another type (a record no
+   client of ours wrote): bin_int alone would fail the whole operate. */
+#define EXP_INT_OR_0(bin)                                                                  \
+    as_exp_cond(as_exp_cmp_eq(as_exp_bin_type(bin), as_exp_int(AS_BYTES_INTEGER)),         \
+                as_exp_bin_int(bin), as_exp_int(0))
+/* The node's time in ms: the last-update time, which this very operate set to
+   the transaction's time before any op ran (the server's write_master_apply
+   calls advance_record_version before the bin ops), plus the time since, which
+   a last-update time that cannot go backwards may leave. */
+#define EXP_NOW_MS                                                                         \
+    as_exp_add(as_exp_div(as_exp_last_update(), as_exp_int(1000000)), as_exp_since_update())
+/* This writer's TTL wins when it is at least the clock's, or when the clock's
+   was not asserted for hold_ms (its writers left, or lowered theirs). */
+#define EXP_TTL_MINE(ask)                                                                  \
+    as_exp_or(as_exp_cmp_ge(as_exp_int((ask)->ttl_s), EXP_INT_OR_0(CLOCK_TTL_BIN)),        \
+              as_exp_cmp_gt(EXP_NOW_MS, EXP_INT_OR_0(CLOCK_HOLD_BIN)))
+
+/* `bin`'s place for this reservation, plus `add`: the bin as it is, or the
+   node's now when the bin lags it by more than catch_up_us (writers slower than
+   the clock's rate) or leads it by more than sane_us (no clock of ours), and
+   never below `floor` (the furthest place this handle knows of: after a
+   failover, the order goes on from where the other clock left it). */
+static as_exp *
+clock_exp(const char *bin, const lmca__clock_ask *ask, int64_t floor, int64_t add)
+{
+    as_exp_build(e,
+        as_exp_let(
+            as_exp_def("b", as_exp_mul(EXP_NOW_MS, as_exp_int(1000))),
+            as_exp_def("v", EXP_INT_OR_0(bin)),
+            as_exp_add(
+                as_exp_max(
+                    as_exp_cond(
+                        as_exp_or(
+                            as_exp_cmp_lt(as_exp_add(as_exp_var("v"), as_exp_int(ask->catch_up_us)),
+                                          as_exp_var("b")),
+                            as_exp_cmp_gt(as_exp_var("v"),
+                                          as_exp_add(as_exp_var("b"), as_exp_int(ask->sane_us)))),
+                        as_exp_var("b"), as_exp_var("v")),
+                    as_exp_int(floor)),
+                as_exp_int(add))));
+    return e;
+}
+
+/* An integer bin of the answer into *out; false when it is missing or not one. */
+static bool
+int_bin(const as_record *rec, const char *name, int64_t *out)
+{
+    as_val *v = rec != NULL ? (as_val *)as_record_get(rec, name) : NULL;
+    if (v == NULL || as_val_type(v) != AS_INTEGER)
+        return false;
+    *out = as_integer_get((as_integer *)v);
+    return true;
+}
+
+/* The operate's expressions, built and freed together. */
+enum { X_OLD, X_TTL, X_HOLD, X_NEXT, X_STORE, X_NOW, X_READ_NEXT, X_READ_STORE, X_READ_TTL, X_N };
+
+static bool
+build_clock(as_exp *x[X_N], const lmca__clock_ask *ask)
+{
+    as_exp_build(old, EXP_INT_OR_0(CLOCK_NEXT_BIN));
+    as_exp_build(ttl, as_exp_cond(EXP_TTL_MINE(ask), as_exp_int(ask->ttl_s),
+                                  EXP_INT_OR_0(CLOCK_TTL_BIN)));
+    /* After the TTL's write: mine is the clock's now exactly when it won. */
+    as_exp_build(hold, as_exp_cond(EXP_TTL_MINE(ask),
+                                   as_exp_add(EXP_NOW_MS, as_exp_int(ask->hold_ms)),
+                                   EXP_INT_OR_0(CLOCK_HOLD_BIN)));
+    as_exp_build(now, EXP_NOW_MS);
+    as_exp_build(read_next, as_exp_bin_int(CLOCK_NEXT_BIN));
+    as_exp_build(read_store, as_exp_bin_int(CLOCK_STORE_BIN));
+    as_exp_build(read_ttl, as_exp_bin_int(CLOCK_TTL_BIN));
+    x[X_OLD] = old, x[X_TTL] = ttl, x[X_HOLD] = hold, x[X_NOW] = now;
+    x[X_NEXT] = clock_exp(CLOCK_NEXT_BIN, ask, ask->floor_us, ask->span_us);
+    x[X_STORE] = clock_exp(CLOCK_STORE_BIN, ask, ask->store_floor_us, ask->store_us);
+    x[X_READ_NEXT] = read_next, x[X_READ_STORE] = read_store, x[X_READ_TTL] = read_ttl;
+    for (int i = 0; i < X_N; i++)
+        if (x[i] == NULL)
+            return false;
+    return true;
+}
+
 int
-lmca__wire_counter_add(lmca__wire *w, const char *set, const char *key, unsigned n,
-                       const char *const *bins, const int64_t *delta, int64_t *value,
-                       uint32_t *gen, lmca_err_t *err)
+lmca__wire_clock(lmca__wire *w, const char *key, const lmca__clock_ask *ask,
+                 lmca__clock_answer *out, lmca_err_t *err)
 {
     as_key k;
     as_error e;
     as_operations ops;
     as_record *rec = NULL;
-    as_status rc;
+    as_policy_operate policy = w->operate;
+    as_exp *x[X_N] = {0};
     int status = LMCA_OK;
 
-    as_key_init_str(&k, w->ns, set, key);
-    as_operations_inita(&ops, 2 * n);
-    for (unsigned i = 0; i < n; i++)
-        as_operations_add_incr(&ops, bins[i], delta[i]);
-    for (unsigned i = 0; i < n; i++)
-        as_operations_add_read(&ops, bins[i]);
-    ops.ttl = AS_RECORD_NO_EXPIRE_TTL;
-    rc = aerospike_key_operate(&w->as, &e, &w->operate, &k, &ops, &rec);
+    as_key_init_str(&k, w->ns, LMCA__CLOCK_SET, key);
+    /* Short, and no retry: another clock record is the retry (clock.c). */
+    policy.base.total_timeout = ask->timeout_ms;
+    policy.base.max_retries = 0;
+    as_operations_inita(&ops, X_N);
+    if (!build_clock(x, ask)) {
+        status = lmca__fail(err, LMCA_ENOMEM, 0, "clock %s: out of memory", key);
+    } else {
+        /* In this order: each op sees the bins as the ones before it left them. */
+        as_operations_exp_read(&ops, CLOCK_OLD, x[X_OLD], AS_EXP_READ_DEFAULT);
+        as_operations_exp_write(&ops, CLOCK_TTL_BIN, x[X_TTL], AS_EXP_WRITE_DEFAULT);
+        as_operations_exp_write(&ops, CLOCK_HOLD_BIN, x[X_HOLD], AS_EXP_WRITE_DEFAULT);
+        as_operations_exp_write(&ops, CLOCK_NEXT_BIN, x[X_NEXT], AS_EXP_WRITE_DEFAULT);
+        as_operations_exp_write(&ops, CLOCK_STORE_BIN, x[X_STORE], AS_EXP_WRITE_DEFAULT);
+        as_operations_exp_read(&ops, CLOCK_NEXT_READ, x[X_READ_NEXT], AS_EXP_READ_DEFAULT);
+        as_operations_exp_read(&ops, CLOCK_STORE_READ, x[X_READ_STORE], AS_EXP_READ_DEFAULT);
+        as_operations_exp_read(&ops, CLOCK_TTL_READ, x[X_READ_TTL], AS_EXP_READ_DEFAULT);
+        as_operations_exp_read(&ops, CLOCK_NOW, x[X_NOW], AS_EXP_READ_DEFAULT);
+        ops.ttl = AS_RECORD_NO_EXPIRE_TTL;
+        if (aerospike_key_operate(&w->as, &e, &policy, &k, &ops, &rec) != AEROSPIKE_OK)
+            status = fail(err, &e, "clock", key);
+        else if (!int_bin(rec, CLOCK_OLD, &out->old_us) ||
+                 !int_bin(rec, CLOCK_NEXT_READ, &out->next_us) ||
+                 !int_bin(rec, CLOCK_STORE_READ, &out->store_us) ||
+                 !int_bin(rec, CLOCK_TTL_READ, &out->ttl_s) || !int_bin(rec, CLOCK_NOW, &out->now_ms))
+            status = lmca__fail(err, LMCA_EUNKNOWN, 0, "clock %s: the answer lacks a bin", key);
+    }
     as_operations_destroy(&ops);
-    if (rc != AEROSPIKE_OK)
-        status = fail(err, &e, "counter", key);
-    *gen = rec != NULL ? rec->gen : 0;
-    for (unsigned i = 0; status == LMCA_OK && i < n; i++) {
-        /* Whatever another client left there: an integer or nothing usable. */
-        as_val *v = rec != NULL ? (as_val *)as_record_get(rec, bins[i]) : NULL;
-        if (v == NULL || as_val_type(v) != AS_INTEGER)
-            status = LMCA_MISS;
-        else
-            value[i] = as_integer_get((as_integer *)v);
+    for (int i = 0; i < X_N; i++) /* the operations copied them */
+        as_exp_destroy(x[i]);
+    if (rec != NULL)
+        as_record_destroy(rec);
+    return status;
+}
+
+/* Small records of one integer bin in a set of their own (mend.c's lease). */
+
+int
+lmca__wire_int_get(lmca__wire *w, const char *set, const char *key, const char *bin,
+                   int64_t *value, uint16_t *gen, lmca_err_t *err)
+{
+    as_key k;
+    as_error e;
+    as_record *rec = NULL;
+    const char *names[] = {bin, NULL};
+    as_status rc;
+    int status;
+
+    as_key_init_str(&k, w->ns, set, key);
+    rc = aerospike_key_select(&w->as, &e, &w->peek, &k, names, &rec);
+    if (rc != AEROSPIKE_OK) {
+        status = fail(err, &e, "read", key);
+    } else {
+        *gen = rec->gen;
+        *value = 0;
+        status = int_bin(rec, bin, value) ? LMCA_OK : LMCA_MISS;
     }
     if (rec != NULL)
         as_record_destroy(rec);
@@ -776,29 +920,45 @@ lmca__wire_counter_add(lmca__wire *w, const char *set, const char *key, unsigned
 }
 
 int
-lmca__wire_counter_set(lmca__wire *w, const char *set, const char *key, unsigned n,
-                       const char *const *bins, const int64_t *value, uint32_t gen,
-                       lmca_err_t *err)
+lmca__wire_int_put(lmca__wire *w, const char *set, const char *key, const char *bin,
+                   int64_t value, uint16_t gen, lmca_err_t *err)
 {
     as_key k;
     as_error e;
-    as_operations ops;
-    as_record *rec = NULL;
-    as_policy_operate policy = w->operate;
+    as_record rec;
+    as_policy_write policy = w->write;
     as_status rc;
 
     as_key_init_str(&k, w->ns, set, key);
-    policy.gen = gen ? AS_POLICY_GEN_EQ : AS_POLICY_GEN_IGNORE;
-    as_operations_inita(&ops, n);
-    for (unsigned i = 0; i < n; i++)
-        as_operations_add_write_int64(&ops, bins[i], value[i]);
-    ops.gen = (uint16_t)gen;
-    ops.ttl = AS_RECORD_NO_EXPIRE_TTL;
-    rc = aerospike_key_operate(&w->as, &e, &policy, &k, &ops, &rec);
-    as_operations_destroy(&ops);
-    if (rec != NULL)
-        as_record_destroy(rec);
-    return rc == AEROSPIKE_OK ? LMCA_OK : fail(err, &e, "counter", key);
+    if (gen == 0) {
+        policy.exists = AS_POLICY_EXISTS_CREATE;
+    } else {
+        policy.exists = AS_POLICY_EXISTS_UPDATE;
+        policy.gen = AS_POLICY_GEN_EQ;
+    }
+    as_record_inita(&rec, 1);
+    as_record_set_int64(&rec, bin, value);
+    rec.gen = gen;
+    rec.ttl = AS_RECORD_NO_EXPIRE_TTL;
+    rc = aerospike_key_put(&w->as, &e, &policy, &k, &rec);
+    as_record_destroy(&rec);
+    return rc == AEROSPIKE_OK ? LMCA_OK : fail(err, &e, "write", key);
+}
+
+int
+lmca__wire_int_remove(lmca__wire *w, const char *set, const char *key, uint16_t gen,
+                      lmca_err_t *err)
+{
+    as_key k;
+    as_error e;
+    as_policy_remove policy = w->remove;
+
+    as_key_init_str(&k, w->ns, set, key);
+    policy.gen = AS_POLICY_GEN_EQ;
+    policy.generation = gen;
+    if (aerospike_key_remove(&w->as, &e, &policy, &k) != AEROSPIKE_OK)
+        return fail(err, &e, "remove", key);
+    return LMCA_OK;
 }
 
 /* ---------------------------------------------------------------------------
@@ -840,15 +1000,17 @@ scan_each(const as_val *v, void *udata)
     s.key = rec->key.valuep && as_val_type((as_val *)rec->key.valuep) == AS_STRING
                 ? rec->key.valuep->string.value
                 : NULL;
+    s.set = rec->key.set;
     s.ttl = rec->ttl;
+    s.gen = rec->gen;
     s.bins = l.bins;
     s.nbins = l.n;
     return ctx->cb(ctx->udata, &s);
 }
 
 int
-lmca__wire_scan(lmca__wire *w, const char *const *names, lmca__scan_cb cb, void *udata,
-                lmca_err_t *err)
+lmca__wire_scan(lmca__wire *w, const char *const *names, bool all_sets, lmca__scan_cb cb,
+                void *udata, lmca_err_t *err)
 {
     as_scan scan;
     as_error e;
@@ -858,7 +1020,7 @@ lmca__wire_scan(lmca__wire *w, const char *const *names, lmca__scan_cb cb, void 
 
     while (names && names[n] != NULL)
         n++;
-    as_scan_init(&scan, w->ns, w->set);
+    as_scan_init(&scan, w->ns, all_sets ? NULL : w->set);
     scan.no_bins = names == NULL;
     as_scan_select_inita(&scan, n);
     for (uint16_t i = 0; i < n; i++) {

@@ -89,8 +89,11 @@ int lmca__wire_remove(lmca__wire *w, const char *key, lmca_err_t *err);
    by (spec 4.8: never its key), and what asadm and aql show. */
 const char *lmca__wire_digest_hex(lmca__wire *w, const char *key, char out[41]);
 
-/* The same by the record's digest. */
-int lmca__wire_remove_digest(lmca__wire *w, const uint8_t digest[20], lmca_err_t *err);
+/* The same by the record's digest, in `set` (NULL: the chunks' set); with
+   `gen` not 0, only if the record's generation is still `gen` (a write since:
+   an error, the record stays). */
+int lmca__wire_remove_digest(lmca__wire *w, const char *set, const uint8_t digest[20],
+                             uint16_t gen, lmca_err_t *err);
 
 /* Batch remove; rows that are missing are fine. Adds to `removed` the rows that
    removed a record and to `failed` those that met an error. */
@@ -102,29 +105,60 @@ int lmca__wire_remove_many(lmca__wire *w, const char *const *keys, size_t n, siz
 int lmca__wire_touch(lmca__wire *w, const char *key, uint32_t ttl, const lmca__bin *bins,
                      unsigned n, lmca_err_t *err);
 
-/* Counters: a record `key` of n (at most 8) integer bins `bins` in `set` (not
-   the chunks' set), never expiring. Adds delta[i] to bin i and reads the sums
-   back into value[i], in one operate; a missing record or bin is created
-   holding the delta. `*gen` is the record's generation.
-   @return LMCA_OK (value set); LMCA_MISS when a bin came back as no integer
-   (another client's record: value partly set); errors (a bin of another type
-   refuses the add: LMCA_EUNKNOWN). */
-int lmca__wire_counter_add(lmca__wire *w, const char *set, const char *key, unsigned n,
-                           const char *const *bins, const int64_t *delta, int64_t *value,
-                           uint32_t *gen, lmca_err_t *err);
+/* A reservation on a clock record of the shared void-time clock (clock.c), in
+   µs of the servers' time (the order is of write times; a record's void time
+   is its place plus the clock's TTL): what this handle asks ... */
+typedef struct lmca__clock_ask {
+    int64_t ttl_s;          /* this handle's TTL: the clock keeps the largest of
+                               those asserted in the last hold_ms */
+    int64_t hold_ms;
+    int64_t span_us;        /* time to reserve: added to the clock */
+    int64_t store_us;       /* added to the stores' clock (a lease's unused rest
+                               taken off: may be negative) */
+    int64_t floor_us;       /* the furthest place this handle knows of */
+    int64_t store_floor_us; /* ... and on the stores' clock */
+    int64_t catch_up_us;    /* a clock lagging the node's now by more moves up */
+    int64_t sane_us;        /* ... and one leading it by more is no clock of ours */
+    uint32_t timeout_ms;
+} lmca__clock_ask;
 
-/* Writes value[i] into bin i if the record's generation is still `gen` (0:
-   whatever it is). @return LMCA_OK, or an error (a generation that moved on
-   included). */
-int lmca__wire_counter_set(lmca__wire *w, const char *set, const char *key, unsigned n,
-                           const char *const *bins, const int64_t *value, uint32_t gen,
-                           lmca_err_t *err);
+/* ... and what the record's node answers: the clock before, both clocks after,
+   the clock's TTL and the node's time (ms since the Unix epoch). Untrusted:
+   clock.c checks them. */
+typedef struct lmca__clock_answer {
+    int64_t old_us, next_us, store_us, ttl_s, now_ms;
+} lmca__clock_answer;
+
+/* One reservation: an operate on record `key` of LMCA__CLOCK_SET (never
+   expiring; created by the first). The TTL is settled first, then each clock
+   moves to max(itself caught up, its floor) + its add, on the node's time,
+   atomically.
+   @return LMCA_OK (out set), LMCA_EUNKNOWN for an answer without the bins, or
+   the error of the operate (LMCA_EBUSY for a busy key, LMCA_ETIMEOUT,
+   LMCA_ECONNECTION, LMCA_EFULL at stop-writes...). */
+int lmca__wire_clock(lmca__wire *w, const char *key, const lmca__clock_ask *ask,
+                     lmca__clock_answer *out, lmca_err_t *err);
+
+/* Small records of one integer bin `bin` in `set` (not the chunks' set), never
+   expiring. get: the value and the record's generation; LMCA_MISS when the
+   record is absent, or (*gen set, *value 0) when the bin is not an integer.
+   put: creates the record when `gen` is 0 (an existing one: an error), else
+   replaces it if its generation is still `gen`. remove: if its generation is
+   still `gen`; a delete is what a namespace at stop-writes still takes. */
+int lmca__wire_int_get(lmca__wire *w, const char *set, const char *key, const char *bin,
+                       int64_t *value, uint16_t *gen, lmca_err_t *err);
+int lmca__wire_int_put(lmca__wire *w, const char *set, const char *key, const char *bin,
+                       int64_t value, uint16_t gen, lmca_err_t *err);
+int lmca__wire_int_remove(lmca__wire *w, const char *set, const char *key, uint16_t gen,
+                          lmca_err_t *err);
 
 /* A scanned record; everything is valid during the callback only. */
 typedef struct lmca__scanned {
     const uint8_t *digest; /* 20 bytes */
     const char *key;       /* stored user key, or NULL */
+    const char *set;       /* its set ("" for none) */
     uint32_t ttl;
+    uint16_t gen;          /* its generation: a remove can be made conditional on it */
     const lmca__bin *bins;
     unsigned nbins;
 } lmca__scanned;
@@ -132,10 +166,11 @@ typedef struct lmca__scanned {
 /* Return false to stop the scan. */
 typedef bool (*lmca__scan_cb)(void *udata, const lmca__scanned *rec);
 
-/* Scans the set, reading only the bins in `names` (NULL-terminated), or no bins
-   at all when `names` is NULL. Records with more than 16 bins are passed with
-   their first 16. */
-int lmca__wire_scan(lmca__wire *w, const char *const *names, lmca__scan_cb cb, void *udata,
-                    lmca_err_t *err);
+/* Scans the chunks' set (or, with `all_sets`, the whole namespace), one record
+   at a time on the calling thread, reading only the bins in `names`
+   (NULL-terminated), or no bins at all when `names` is NULL. Records with more
+   than 16 bins are passed with their first 16. */
+int lmca__wire_scan(lmca__wire *w, const char *const *names, bool all_sets, lmca__scan_cb cb,
+                    void *udata, lmca_err_t *err);
 
 #endif /* LMCA_WIRE_H */

@@ -345,7 +345,9 @@ lmca_put(lmca_t *h, const char *key, const void *buf, size_t len, const lmca_put
 
     if (rc != LMCA_OK)
         return rc;
-    if ((wait = lmca_put_pace(h, &p)) > 0) /* the clock is ahead: NSUP's pace */
+    if ((wait = lmca_put_pace(h, &p, err)) < 0) /* due too far ahead: dropped */
+        return wait;
+    if (wait > 0) /* the clock is ahead: NSUP's pace */
         sleep_ms(wait);
     /* Segments first, every row checked; the meta record last publishes them. */
     if (p.meta.nseg > 1)

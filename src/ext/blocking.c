@@ -248,37 +248,56 @@ ext_limits(Connector *self, PyObject *Py_UNUSED(ignored))
                          "batch_threshold_bytes", (unsigned long long)l->batch_threshold_bytes);
 }
 
+/* Sets d[name] = v; false with an exception set. */
+static bool
+set_count(PyObject *d, const char *name, unsigned long long v)
+{
+    PyObject *o = PyLong_FromUnsignedLongLong(v);
+    bool ok = o != NULL && PyDict_SetItemString(d, name, o) == 0;
+    Py_XDECREF(o);
+    return ok;
+}
+
 PyObject *
 ext_stats(Connector *self, PyObject *Py_UNUSED(ignored))
 {
     lmca_pool_stats_t p;
     lmca_stats_t e;
+    PyObject *d;
 
     if (ext_check_open(self) < 0)
         return NULL;
     ext_log_sink_flush(self->logs);
     lmca_pool_stats(self->pool, &p);
     lmca_stats(self->h, &e);
-#define U(x) (unsigned long long)(x)
-    return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
-        "s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O}",
-        "submitted", U(p.submitted),
-        "completed", U(p.completed), "canceled", U(p.canceled), "queued", U(p.queued),
-        "bytes_read", U(p.bytes_read), "bytes_written", U(p.bytes_written), "corrupt",
-        U(e.corrupt), "torn", U(e.torn), "crc_mismatch", U(e.crc_mismatch), "puts_aborted",
-        U(e.puts_aborted), "segments_removed", U(e.segments_removed), "segments_left",
-        U(e.segments_left), "fast_ops", U(e.fast_ops), "client_ops", U(e.client_ops),
-        "guesses_confirmed", U(e.guesses_confirmed), "guesses_missed", U(e.guesses_missed),
-        "puts_retried", U(e.puts_retried), "write_retries", U(e.write_retries),
-        "dropped_full", U(e.dropped_full), "dropped_busy", U(e.dropped_busy),
-        "dropped_unsent", U(e.dropped_unsent), "puts_paced", U(e.puts_paced),
-        "clock_reservations", U(e.clock_reservations), "clock_resets", U(e.clock_resets),
-        "clock_local", U(e.clock_local), "hits_touched", U(e.hits_touched), "hits_fresh",
-        U(e.hits_fresh), "touches_failed", U(e.touches_failed), "mends", U(e.mends),
-        "mended_records", U(e.mended_records), "full",
-        e.full ? Py_True : Py_False);
-#undef U
+    const struct {
+        const char *name;
+        uint64_t value;
+    } counts[] = {
+#define C(s, f) {#f, (s).f}
+        C(p, submitted), C(p, completed), C(p, canceled), C(p, queued), C(p, bytes_read),
+        C(p, bytes_written), C(e, corrupt), C(e, torn), C(e, crc_mismatch), C(e, puts_aborted),
+        C(e, segments_removed), C(e, segments_left), C(e, fast_ops), C(e, client_ops),
+        C(e, guesses_confirmed), C(e, guesses_missed), C(e, puts_retried), C(e, write_retries),
+        C(e, dropped_full), C(e, dropped_busy), C(e, dropped_unsent), C(e, dropped_unreachable),
+        C(e, dropped_paced), C(e, puts_paced), C(e, clock_reservations), C(e, clock_resets),
+        C(e, clock_local), C(e, clock_fallbacks), C(e, hits_touched), C(e, hits_fresh),
+        C(e, hits_unbudgeted), C(e, touch_bytes), C(e, touches_failed), C(e, mends),
+        C(e, mended_records),
+#undef C
+    };
+    if ((d = PyDict_New()) == NULL)
+        return NULL;
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+        if (!set_count(d, counts[i].name, counts[i].value)) {
+            Py_DECREF(d);
+            return NULL;
+        }
+    if (PyDict_SetItemString(d, "full", e.full ? Py_True : Py_False) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
 }
 
 PyObject *
@@ -289,10 +308,13 @@ ext_eviction(Connector *self, PyObject *Py_UNUSED(ignored))
     if (ext_check_open(self) < 0)
         return NULL;
     lmca_eviction(self->h, &e);
-    return Py_BuildValue("{s:O,s:K,s:K,s:I,s:K}", "enabled", e.enabled ? Py_True : Py_False,
-                         "records", (unsigned long long)e.records, "target",
-                         (unsigned long long)e.target, "per_second", (unsigned)e.per_second,
-                         "lead_seconds", (unsigned long long)e.lead_seconds);
+    return Py_BuildValue("{s:O,s:K,s:K,s:I,s:K,s:K,s:O}", "enabled",
+                         e.enabled ? Py_True : Py_False, "records", (unsigned long long)e.records,
+                         "target", (unsigned long long)e.target, "per_second",
+                         (unsigned)e.per_second, "lead_seconds",
+                         (unsigned long long)e.lead_seconds, "bytes_per_second",
+                         (unsigned long long)e.bytes_per_second, "device",
+                         e.device ? Py_True : Py_False);
 }
 
 /* ---------------------------------------------------------------------------

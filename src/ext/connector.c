@@ -766,9 +766,10 @@ static PyMethodDef connector_methods[] = {
     {"stats", (PyCFunction)ext_stats, METH_NOARGS,
      "stats() -> dict: counters since open (pool work, corrupt records, aborted puts, "
      "records on the fast path and on the client's calls, backpressure: puts_retried, "
-     "write_retries, dropped_full, dropped_busy, dropped_unsent, puts_paced; the shared clock: "
-     "clock_reservations, clock_resets, clock_local; hits moved to the head: hits_touched, "
-     "hits_fresh, touches_failed; a stalled NSUP mended: mends, mended_records; and full: stores "
+     "write_retries, dropped_full, dropped_busy, dropped_unsent, dropped_unreachable, "
+     "dropped_paced, puts_paced; the shared clock: clock_reservations, clock_resets, "
+     "clock_local, clock_fallbacks; hits moved to the head: hits_touched, hits_fresh, "
+     "hits_unbudgeted, touch_bytes, touches_failed; a stalled NSUP mended: mends, mended_records; and full: stores "
      "are being dropped unsent)."},
     {NULL, NULL, 0, NULL},
 };

@@ -3,6 +3,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -418,4 +419,12 @@ th_fixture_stat(const char *name)
         p = p ? p + 1 : NULL;
     }
     return -1;
+}
+
+uint64_t
+th_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }

@@ -110,6 +110,9 @@ void th_fill(void *buf, size_t n, uint32_t seed);
 /* Digest (hex, 40 chars) of record key `reckey` in `set`, for fixture fault rules. */
 const char *th_digest_hex(const char *set, const char *reckey);
 
+/* Monotonic milliseconds, for how long a call took. */
+uint64_t th_now_ms(void);
+
 /* Direct record access with libaerospike, bypassing the engine (set "lmca_test").
    Return the Aerospike status: 0 found/done, 2 not found. */
 int th_record_ttl(const char *ns, const char *reckey, uint32_t *ttl);

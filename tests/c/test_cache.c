@@ -14,14 +14,6 @@
 
 #include "harness.h"
 
-static uint64_t
-ms_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* A server answer for a namespace that evicts (CE 8.1 names). */
 static lmca_server_info_t
 evicting(int64_t objects, int64_t used, int64_t nonexp)
@@ -198,6 +190,7 @@ open_with(const char *ns, uint32_t per_second, uint32_t backpressure_ms, uint32_
     th_config(&cfg, ns);
     cfg.default_ttl_seconds = 100;
     cfg.records_per_void_second = per_second;
+    cfg.max_put_wait_ms = 10000; /* the slow clock's puts wait seconds */
     cfg.backpressure_ms = backpressure_ms;
     cfg.full_recheck_ms = recheck_ms;
     ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
@@ -216,9 +209,8 @@ TEST(void_times_follow_write_order_and_hold_few_records_a_second)
     /* Eight one-record chunks in well under a second: two a second of void
        time, so their places on the clock span four seconds, in the order
        written. The clock is the namespace's, where another test's moves may
-       have left it minutes ahead: it starts again at now + TTL here. */
-    th_bin clock[2] = {TH_INT("next_us", ((int64_t)time(NULL) + 100) * 1000000),
-                       TH_INT("free_us", 0)};
+       have left it minutes ahead: it starts again at now here. */
+    th_bin clock[2] = {TH_INT("next_us", 1), TH_INT("store_us", 1)};
     ASSERT_EQ(th_plant_in("small", "lmca_clock", "void-clock", clock, 2), 0);
     for (int i = 0; i < 8; i++) {
         snprintf(keys[i], sizeof keys[i], "%s", th_key("clock"));
@@ -250,6 +242,7 @@ TEST(every_record_of_a_chunk_is_due_in_one_second)
     th_config_segments(&cfg);
     cfg.default_ttl_seconds = 100;
     cfg.records_per_void_second = 1; /* four records: the clock moves 4 s past it */
+    cfg.max_put_wait_ms = 10000; /* the slow clock's puts wait seconds */
     ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
     len = 2 * lmca_limits(h)->target_segment_bytes + 1000;
     buf = malloc(len);
@@ -313,9 +306,9 @@ TEST(a_put_refused_past_its_budget_is_dropped_by_cause_and_leaves_nothing)
     buf = malloc(len);
     th_fill(buf, len, 3);
     th_fault("kind=result;code=18;op=write");
-    t0 = ms_now();
+    t0 = th_now_ms();
     ASSERT_RC(lmca_put(h, key, buf, len, NULL, &err), LMCA_EBUSY, &err);
-    ASSERT(ms_now() - t0 >= 280); /* it waited its budget */
+    ASSERT(th_now_ms() - t0 >= 280); /* it waited its budget */
     th_info("fixture-clear-faults");
     lmca_stats(h, &st);
     ASSERT_EQ(st.dropped_busy, 1);

@@ -1,17 +1,22 @@
 /*
  * test_clock.c - the void-time clock every writer of a namespace shares
  * (src/engine/clock.c): handles place their chunks in one order, at most
- * per_second records a second, through the counter record in set "lmca_clock";
- * a clock record that is not ours is replaced; an unreachable one leaves each
- * handle its own clock, and no store fails for it. Puts are paced by the
- * stores' clock only: chunks moved to the head, and the places of a chunk that
- * its racing steps reserved twice, do not hold the stores back.
+ * per_second records a second, through the clock records in set "lmca_clock";
+ * a clock record that is not ours is replaced; one that cannot be reached hands
+ * over to the next, which goes on from where the order was, at half the rate;
+ * with none, each handle places on its own at an eighth, and no store fails for
+ * it. Writers with different TTLs share one. Puts are paced by the stores'
+ * clock only: chunks moved to the head, and the places of a chunk that its
+ * racing steps reserved twice, do not hold the stores back; one due past
+ * max_put_wait_ms is dropped. A handle's threads reserve one at a time.
  *
  * Two handles in one process stand in for two processes: each has its own
  * client, lease and counters, and shares nothing with the other but the server.
  * tests/ext/test_clock_processes.py does the same with processes.
  */
 #include <poll.h>
+#include <pthread.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -132,29 +137,196 @@ TEST(a_clock_record_that_is_not_ours_is_replaced)
     lmca_close(h);
 }
 
-TEST(an_unreachable_clock_leaves_each_handle_its_own)
+/* Starts the namespace's clock anew: another test may have left it ahead, or
+   its TTL larger. */
+static void
+fresh_clock(void)
 {
-    lmca_t *h;
-    uint8_t buf[64] = {1}, out[64];
-    size_t got;
-    lmca_stats_t st;
-    lmca_err_t err = {0};
+    th_bin fresh = TH_INT("next_us", 1);
+    ASSERT_EQ(th_plant_in("small", "lmca_clock", "void-clock", &fresh, 1), 0);
+}
+
+/* A fault rule that answers `code` for clock record `key`. */
+static void
+refuse_clock(const char *key, int code)
+{
     char rule[160];
+    snprintf(rule, sizeof rule, "kind=result;code=%d;digest=%s", code,
+             th_digest_hex("lmca_clock", key));
+    th_fault(rule);
+}
+
+/* Puts one one-record chunk on `h` and returns its TTL as the server keeps it. */
+static uint32_t
+put_ttl(lmca_t *h, const char *tag)
+{
+    uint8_t buf[64] = {1};
+    lmca_meta_t meta;
+    lmca_err_t err = {0};
+    const char *key = th_key(tag);
+
+    ASSERT_RC(lmca_put(h, key, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_stat(h, key, &meta, &err), LMCA_OK, &err);
+    return meta.ttl;
+}
+
+TEST(a_clock_that_cannot_be_reached_hands_over_and_the_order_goes_on)
+{
+    lmca_t *h[2] = {open_clocked(4, true), open_clocked(4, true)};
+    uint32_t before, during[3], after;
+    lmca_stats_t st;
 
     th_need_fixture("fault injection on the clock record");
-    snprintf(rule, sizeof rule, "kind=result;code=9;digest=%s",
-             th_digest_hex("lmca_clock", "void-clock"));
-    th_fault(rule);
-    h = open_clocked(4, true);
+    /* Moves take h[0]'s clock 6 s ahead of now + TTL: a fallback that started
+       at now + TTL would place the next stores before them. */
+    before = put_ttl(h[0], "before");
+    for (int i = 0; i < 6; i++)
+        put_ttl(h[1], "ahead");
+    refuse_clock("void-clock", 9); /* its node times out */
+    usleep(150 * 1000);            /* past the leases */
     for (int i = 0; i < 3; i++) {
-        const char *key = th_key("lonely");
-        ASSERT_RC(lmca_put(h, key, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
-        ASSERT_RC(lmca_get(h, key, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
-        usleep(120 * 1000); /* each put past the last one's lease */
+        during[i] = put_ttl(h[i % 2], "during");
+        usleep(120 * 1000);
     }
+    th_info("fixture-clear-faults");
+    lmca_stats(h[0], &st);
+    ASSERT(st.clock_fallbacks > 0);
+    ASSERT_EQ(st.clock_local, 0);
+    /* The fallback went on from the furthest place either handle knew of. */
+    ASSERT(during[0] + 1 >= before + 6 / 4);
+    ASSERT(during[1] + 1 >= during[0] && during[2] + 1 >= during[1]);
+    /* ... and the first clock, back, from where the fallback left it. */
+    usleep(1100 * 1000);
+    after = put_ttl(h[1], "after");
+    ASSERT(after + 2 >= during[2]);
+    lmca_stats(h[1], &st);
+    ASSERT_EQ(st.clock_local, 0);
+    lmca_close(h[0]);
+    lmca_close(h[1]);
+}
+
+TEST(with_no_clock_record_a_handle_places_alone_at_an_eighth)
+{
+    lmca_t *h;
+    uint32_t ttl[3];
+    lmca_stats_t st;
+
+    th_need_fixture("fault injection on the clock records");
+    h = open_clocked(16, true);
+    refuse_clock("void-clock", 9);
+    refuse_clock("void-clock-1", 14); /* key busy */
+    refuse_clock("void-clock-2", 9);
+    for (int i = 0; i < 3; i++)
+        ttl[i] = put_ttl(h, "alone");
     th_info("fixture-clear-faults");
     lmca_stats(h, &st);
     ASSERT_EQ(st.clock_local, 3);
+    /* 16 a second, an eighth of it: half a second apart, not 1/16. */
+    ASSERT(ttl[2] >= ttl[0] + 1 && ttl[2] <= ttl[0] + 2);
+    lmca_close(h);
+}
+
+TEST(writers_with_different_ttls_share_one_clock)
+{
+    lmca_config_t cfg;
+    lmca_t *h[2] = {NULL, NULL};
+    uint32_t ttl[PUTS];
+    lmca_stats_t st[2];
+    lmca_err_t err = {0};
+
+    fresh_clock();
+    for (int i = 0; i < 2; i++) {
+        th_config(&cfg, "small");
+        cfg.default_ttl_seconds = i == 0 ? 100 : 200;
+        cfg.records_per_void_second = 100;
+        ASSERT_RC(lmca_open(&cfg, &h[i], &err), LMCA_OK, &err);
+    }
+    /* The clock keeps the larger once its writer asserted it: every chunk of
+       both is due about 200 s on, in write order; a clock of each TTL would
+       interleave them 100 s apart. */
+    put_ttl(h[1], "assert");
+    alternate(h, ttl);
+    for (int i = 0; i < PUTS; i++)
+        ASSERT(ttl[i] >= 195 && ttl[i] <= 205);
+    for (int i = 1; i < PUTS; i++)
+        ASSERT(ttl[i] + 1 >= ttl[i - 1]);
+    lmca_stats(h[0], &st[0]);
+    lmca_stats(h[1], &st[1]);
+    ASSERT_EQ(st[0].puts_paced + st[1].puts_paced, 0);
+    ASSERT_EQ(st[0].clock_local + st[1].clock_local, 0);
+    lmca_close(h[0]);
+    lmca_close(h[1]);
+    /* The larger TTL rules the clock for minutes more: later tests start anew. */
+    fresh_clock();
+}
+
+TEST(a_put_due_past_max_put_wait_is_dropped_not_held)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    uint8_t buf[64] = {2};
+    lmca_stats_t st;
+    lmca_err_t err = {0};
+    int ok = 0, dropped = 0;
+
+    th_config(&cfg, "small");
+    cfg.default_ttl_seconds = 100;
+    cfg.records_per_void_second = 1;
+    cfg.max_put_wait_ms = 300;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    fresh_clock();
+    /* One a second and a lead of 3 s: the fifth put in a row is due a second
+       past the lead, more than it may wait. */
+    for (int i = 0; i < 6; i++) {
+        uint64_t t0 = th_now_ms();
+        int rc = lmca_put(h, th_key("paced"), buf, sizeof buf, NULL, &err);
+        ASSERT(th_now_ms() - t0 < 300 + 250);
+        if (rc == LMCA_OK) {
+            ok++;
+        } else {
+            ASSERT_RC(rc, LMCA_EBUSY, &err);
+            ASSERT(strstr(err.msg, "max_put_wait_ms=300") != NULL);
+            dropped++;
+        }
+    }
+    lmca_stats(h, &st);
+    ASSERT(ok >= 3 && dropped >= 1);
+    ASSERT_EQ(st.dropped_paced, (uint64_t)dropped);
+    lmca_close(h);
+}
+
+/* Puts 25 one-record chunks on `h` (th_key is not for threads: keys of its own). */
+static void *
+put_many(void *arg)
+{
+    lmca_t *h = arg;
+    uint8_t buf[64] = {5};
+    lmca_err_t err = {0};
+    char key[96];
+
+    for (int i = 0; i < 25; i++) {
+        snprintf(key, sizeof key, "threads-%d-%p-%d", (int)getpid(), (void *)&key, i);
+        ASSERT_RC(lmca_put(h, key, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    }
+    return NULL;
+}
+
+TEST(a_handles_threads_reserve_one_at_a_time)
+{
+    lmca_t *h = open_clocked(100000, true);
+    pthread_t t[8];
+    lmca_stats_t st;
+
+    /* 200 puts on 8 threads at once: each thread on its own would reserve at
+       every empty lease; one at a time, the others take from its lease, which
+       grows with the rate. */
+    for (int i = 0; i < 8; i++)
+        ASSERT(pthread_create(&t[i], NULL, put_many, h) == 0);
+    for (int i = 0; i < 8; i++)
+        pthread_join(t[i], NULL);
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.clock_local, 0);
+    ASSERT(st.clock_reservations <= 100);
     lmca_close(h);
 }
 
@@ -168,6 +340,7 @@ TEST(moves_lead_the_clock_and_do_not_pace_the_stores)
     const char *moved = th_key("moved"), *key;
     uint32_t moved_ttl;
 
+    fresh_clock();
     ASSERT_RC(lmca_put(h[0], moved, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
     /* 24 moves at 4 records a second: 6 s of clock, twice the lead that puts
        may run ahead by. Counted as stores, they would pace the next put 3 s. */
@@ -194,19 +367,19 @@ TEST(a_refused_clock_paces_stores_by_their_own_clock)
     lmca_stats_t st;
     lmca_err_t err = {0};
     const char *moved = th_key("moved");
-    char rule[160];
 
-    th_need_fixture("fault injection on the clock record");
+    th_need_fixture("fault injection on the clock records");
+    fresh_clock();
     ASSERT_RC(lmca_put(h[0], moved, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
-    for (int i = 0; i < 24; i++) /* 6 s of moves ahead of now + TTL */
+    for (int i = 0; i < 24; i++) /* 6 s of moves ahead of now */
         ASSERT_RC(lmca_touch(h[0], moved, false, &err), LMCA_OK, &err);
     ASSERT_RC(lmca_put(h[1], th_key("shared"), buf, sizeof buf, NULL, &err), LMCA_OK, &err);
-    /* Now the clock's record refuses (as a namespace at stop-writes refuses its
-       write): h[1] places on its own clocks, its void clock 6 s ahead, and its
-       stores' clock where the shared one was. */
-    snprintf(rule, sizeof rule, "kind=result;code=8;digest=%s",
-             th_digest_hex("lmca_clock", "void-clock"));
-    th_fault(rule);
+    /* Now every clock record refuses (as a namespace at stop-writes refuses
+       their writes): h[1] places on its own clocks, its clock 6 s ahead, and
+       its stores' clock where the shared one was. */
+    refuse_clock("void-clock", 8);
+    refuse_clock("void-clock-1", 8);
+    refuse_clock("void-clock-2", 8);
     usleep(150 * 1000); /* past the lease */
     ASSERT_RC(lmca_put(h[1], th_key("local"), buf, sizeof buf, NULL, &err), LMCA_OK, &err);
     th_info("fixture-clear-faults");
@@ -268,6 +441,7 @@ TEST(a_chunk_whose_steps_race_is_paced_as_one)
     cfg.default_ttl_seconds = 100;
     cfg.records_per_void_second = 20;
     ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    fresh_clock();
     pool_put(h, 4, 12);
     pool_put(h, 4, 1); /* a new lease, which gives the first one's rest back */
     lmca_stats(h, &st);
@@ -279,7 +453,11 @@ TEST_LIST = {
     T(two_handles_share_one_clock_in_write_order),
     T(handles_on_their_own_clocks_share_seconds),
     T(a_clock_record_that_is_not_ours_is_replaced),
-    T(an_unreachable_clock_leaves_each_handle_its_own),
+    T(a_clock_that_cannot_be_reached_hands_over_and_the_order_goes_on),
+    T(with_no_clock_record_a_handle_places_alone_at_an_eighth),
+    T(writers_with_different_ttls_share_one_clock),
+    T(a_put_due_past_max_put_wait_is_dropped_not_held),
+    T(a_handles_threads_reserve_one_at_a_time),
     T(moves_lead_the_clock_and_do_not_pace_the_stores),
     T(a_chunk_whose_steps_race_is_paced_as_one),
     T(a_refused_clock_paces_stores_by_their_own_clock),

@@ -25,6 +25,7 @@ open_slow_clock(bool touch_on_hit)
     th_config(&cfg, "small");
     cfg.default_ttl_seconds = 100;
     cfg.records_per_void_second = 1;
+    cfg.max_put_wait_ms = 10000; /* the slow clock's puts wait seconds */
     cfg.touch_on_hit = touch_on_hit;
     ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
     return h;
@@ -86,6 +87,7 @@ TEST(the_servers_read_touch_alone_leaves_a_hit_behind_the_lead)
     th_config(&cfg, "small");
     cfg.default_ttl_seconds = 100;
     cfg.records_per_void_second = 1;
+    cfg.max_put_wait_ms = 10000; /* the slow clock's puts wait seconds */
     cfg.touch_on_hit = false;
     cfg.read_touch_ttl_percent = 100;
     ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
@@ -114,6 +116,7 @@ open_with_segmented(lmca_t **h, const char *key, uint32_t seed, size_t *len)
     th_config_segments(&cfg);
     cfg.default_ttl_seconds = 100;
     cfg.records_per_void_second = 1;
+    cfg.max_put_wait_ms = 10000; /* the slow clock's puts wait seconds */
     ASSERT_RC(lmca_open(&cfg, h, &err), LMCA_OK, &err);
     *len = 2 * lmca_limits(*h)->target_segment_bytes + 1000;
     buf = malloc(*len);

@@ -1,0 +1,31 @@
+"""One writer of tests/ext/test_clock_skew.py, run as its own process (under
+faketime for a host whose clock is off): puts `n` chunks, a few ms apart, and
+prints one JSON line: each put's key, how long it took, and its error name."""
+
+import json
+import sys
+import time
+
+from lmcache_aerospike import _native
+
+
+def main(hosts, namespace, set_, tag, n, ttl):
+    conn = _native.Connector(hosts=hosts, namespace=namespace, set=set_,
+                             default_ttl_seconds=int(ttl), records_per_void_second=100)
+    puts = []
+    for i in range(int(n)):
+        key = f"{tag}/{i}"
+        t0 = time.monotonic()
+        try:
+            conn.put(key, bytes([i % 251]) * 4096)
+            error = None
+        except _native.Error as e:
+            error = e.name
+        puts.append((key, time.monotonic() - t0, error))
+        time.sleep(0.02)
+    print(json.dumps({"puts": puts, "stats": conn.stats(), "now": time.time()}))
+    conn.close()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
