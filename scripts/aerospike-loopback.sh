@@ -12,7 +12,9 @@
 #           the benchmarks' own single nodes: bench (3200), pack (3300), or a
 #           node whose lmcache namespace is a cache as the README's recipes set
 #           one up: cache (3400, memory) and ssd (3500, a device on a file in
-#           the node's directory)
+#           the node's directory); or a node of a three-node cache cluster with
+#           replication-factor 2 and those recipes on every node: cache0, cache1,
+#           cache2 (3600, 3610, 3620) and ssd0, ssd1, ssd2 (3700, 3710, 3720)
 #
 # Knobs for the benchmarks (read when a node starts):
 #   LOOPBACK_ACCESS_PORT  the port the node advertises to clients (its
@@ -44,7 +46,15 @@ bench) port=3200 rf=1 ;;
 pack) port=3300 rf=1 ;;
 cache) port=3400 rf=1 ;;
 ssd) port=3500 rf=1 ;;
-*) echo "usage: $0 start|stop|kill|pause|resume|status single|0|1|2|bench|pack|cache|ssd" >&2; exit 2 ;;
+cache[012]) port=$((3600 + 10 * ${node#cache})) rf=2 ;;
+ssd[012]) port=$((3700 + 10 * ${node#ssd})) rf=2 ;;
+*) echo "usage: $0 start|stop|kill|pause|resume|status single|0|1|2|bench|pack|cache|ssd|cache0-2|ssd0-2" >&2; exit 2 ;;
+esac
+# The recipe a node's lmcache namespace follows, and its cluster's first port.
+recipe=$node base=3100 cluster=lmca-loopback
+case "$node" in
+cache[012]) recipe=cache base=3600 cluster=lmca-cache ;;
+ssd[012]) recipe=ssd base=3700 cluster=lmca-ssd ;;
 esac
 
 # The README's post-write-cache for a device of $1 (e.g. 512M, 2G): the default
@@ -64,7 +74,7 @@ post_write_cache() {
 # ssd nodes, the README's recipes (a cache that evicts instead of stopping).
 lmcache_namespace() {
     local size=${LOOPBACK_DATA_SIZE:-2G} storage
-    case "$node" in
+    case "$recipe" in
     cache) storage="memory {
         data-size $size" ;;
     ssd) storage="device {
@@ -80,7 +90,7 @@ lmcache_namespace() {
     max-record-size 8M
     nsup-period 1
     default-ttl 0"
-    case "$node" in
+    case "$recipe" in
     cache | ssd) echo "    evict-tenths-pct ${LOOPBACK_EVICT_TENTHS_PCT:-300}
     evict-hist-buckets ${LOOPBACK_EVICT_HIST_BUCKETS:-1000000}
     storage-engine $storage
@@ -99,20 +109,20 @@ write_config() {
     [ -n "${LOOPBACK_ACCESS_PORT:-}" ] && access="        access-port $LOOPBACK_ACCESS_PORT"$'\n'
     if [ "$rf" = 2 ]; then
         for n in 0 1 2; do
-            seeds="$seeds        mesh-seed-address-port 127.0.0.1 $((3102 + 10 * n))"$'\n'
+            seeds="$seeds        mesh-seed-address-port 127.0.0.1 $((base + 2 + 10 * n))"$'\n'
         done
     fi
     mkdir -p "$dir/work/smd" "$dir/work/usr/udf/lua" "$dir/data"
     cat >"$dir/aerospike.conf" <<EOF
 service {
-    cluster-name lmca-loopback
+    cluster-name $cluster
     proto-fd-max 1024
     # Each client connection is served by one service thread. With the default
     # (one per core: 2 here) two busy connections often share a thread and are
     # served one after the other, which halved 2-thread 1 MiB gets (DESIGN.md,
     # "The fast path"). A real server has a core per thread; 8 stands in for that.
     service-threads ${LOOPBACK_SERVICE_THREADS:-8}
-    node-id $(case "$node" in single) echo a10 ;; bench) echo b1 ;; pack) echo c1 ;; cache) echo d1 ;; ssd) echo e1 ;; *) echo "a$((node + 1))" ;; esac)
+    node-id $(case "$node" in single) echo a10 ;; bench) echo b1 ;; pack) echo c1 ;; cache) echo d1 ;; ssd) echo e1 ;; cache[012]) echo "f$((${node#cache} + 1))" ;; ssd[012]) echo "f$((${node#ssd} + 4))" ;; *) echo "a$((node + 1))" ;; esac)
     work-directory $dir/work
     pidfile $dir/asd.pid
 }
@@ -213,7 +223,7 @@ status)
     echo "node $node: ${p:-not running} (port $port)"
     ;;
 *)
-    echo "usage: $0 start|stop|kill|pause|resume|status single|0|1|2|bench|pack|cache|ssd" >&2
+    echo "usage: $0 start|stop|kill|pause|resume|status single|0|1|2|bench|pack|cache|ssd|cache0-2|ssd0-2" >&2
     exit 2
     ;;
 esac
