@@ -95,6 +95,17 @@ def namespace_counters(nodes):
     return out
 
 
+def evicted_since(before, after):
+    """Records the nodes evicted between two namespace/NS answers (every copy); a node
+    started again in between counts from its start."""
+    start = {address: int(parse_info(a).get("evicted_objects", 0)) for _, address, a in before}
+    total = 0
+    for _node, address, answer in after:
+        now = int(parse_info(answer).get("evicted_objects", 0))
+        total += now - start.get(address, 0) if now >= start.get(address, 0) else now
+    return total
+
+
 # ------------------------------------------------------------------ the clock's node
 
 def clock_digest(set_name=CLOCK_SET, key=CLOCK_KEY):

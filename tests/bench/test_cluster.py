@@ -65,6 +65,13 @@ def test_namespace_counters_add_up_the_nodes():
     assert c["master_objects"] == 6 + 8 // 2  # each record once
 
 
+def test_evictions_count_per_node_and_a_restarted_node_from_its_start():
+    before = [("a", "h:1", "evicted_objects=100"), ("b", "h:2", "evicted_objects=50")]
+    after = [("a", "h:1", "evicted_objects=130"), ("b", "h:2", "evicted_objects=7"),
+             ("c", "h:3", "evicted_objects=4")]
+    assert cluster.evicted_since(before, after) == 30 + 7 + 4
+
+
 # ---------------------------------------------------------------------- the clock's node
 
 def test_the_clock_record_lies_in_partition_3310():
