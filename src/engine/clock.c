@@ -52,8 +52,10 @@
  * MOVE_LEAD_MAX_US, and stores and moves share NSUP's pace between them.
  *
  * When the clock cannot be reached. Its node lost or paused, a migration, a
- * key busy: the reservation goes to the next of CLOCKS records (other
- * partitions, so other nodes as a rule), each carrying this handle's floor, the
+ * key busy: the reservation goes to another of CLOCKS records, one whose nodes
+ * (in the client's partition map) are clear of those the failure blames (a
+ * write waits for its replica too: a paused replica stalls it as a paused
+ * master does), carrying this handle's floor, the
  * furthest place it knows of, so the order goes on from where it was, and
  * returns to the first within HOME_RETRY_MS. A fallback clock gives a second
  * only 1 / FALLBACK_SHARE of per_second, so that writers split between two
@@ -65,14 +67,31 @@
  * alone at once, and the next reservation's floor carries them back into the
  * shared order. A store is never failed for its place.
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "wire.h"
 
-/* The clock's records: the first serves; the others when it cannot be reached. */
-static const char *const clock_keys[] = {"void-clock", "void-clock-1", "void-clock-2"};
-#define CLOCKS (sizeof clock_keys / sizeof clock_keys[0])
+/* The clock's records: "void-clock" serves; "void-clock-<i>" when it cannot be
+   reached (pick: the first clear of the nodes the failures blame, each handle
+   picking the same from the same partition map). With 3 nodes and 2 copies, two
+   thirds of the records have a given node: of 63, one is clear of it but for a
+   chance of 1e-11. At most TRIES in one reservation: the first, one clear of its
+   master, one clear of its replica. */
+#define CLOCKS 64
+
+static const char *
+clock_key(unsigned i, char buf[24])
+{
+    if (i == 0)
+        return "void-clock";
+    snprintf(buf, 24, "void-clock-%u", i);
+    return buf;
+}
+
+#define TRIES 3
 /* A lease lives this long, and holds what this handle placed in as long before:
    how far one writer's records may be out of order against the others'. */
 #define LEASE_MS 100
@@ -213,6 +232,82 @@ take_answer(lmca_t *h, const lmca__clock_ask *ask, const lmca__clock_answer *a, 
     return true;
 }
 
+/* The nodes a failing reservation blames: those of every clock record that
+   failed it. One of them, as a rule, is lost or paused: the master, or a
+   replica that a write waits for until the cluster re-forms. */
+#define COPIES 4
+typedef struct {
+    char names[COPIES][LMCA__NODE_NAME];
+    unsigned n;
+    unsigned turn; /* none avoids them all: the next to avoid alone */
+    bool blamed;   /* a failure blamed nodes */
+} suspects;
+
+static bool
+holds(const char (*names)[LMCA__NODE_NAME], unsigned n, const char *node)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (strcmp(names[i], node) == 0)
+            return true;
+    return false;
+}
+
+/* A clock record on `nodes` failed: the suspects are the nodes every failure
+   had (the first failure's, then narrowed). */
+static void
+blame(suspects *s, const char (*nodes)[LMCA__NODE_NAME], unsigned n, bool first)
+{
+    unsigned kept = 0;
+
+    if (first) {
+        memcpy(s->names, nodes, n * sizeof *nodes);
+        s->n = n;
+        return;
+    }
+    for (unsigned i = 0; i < s->n; i++)
+        if (holds(nodes, n, s->names[i]))
+            memmove(s->names[kept++], s->names[i], sizeof s->names[i]);
+    s->n = kept ? kept : s->n; /* none in common: blame as before */
+}
+
+/* Whether a record on `nodes` is clear of the suspects (pass 0), or of the one
+   suspect `only` (a later pass). */
+static bool
+clear_of(const suspects *s, const char (*nodes)[LMCA__NODE_NAME], unsigned n, unsigned pass,
+         unsigned only)
+{
+    for (unsigned k = 0; k < n; k++)
+        if (pass == 0 ? holds((const char(*)[LMCA__NODE_NAME])s->names, s->n, nodes[k])
+                      : strcmp(nodes[k], s->names[only]) == 0)
+            return false;
+    return true;
+}
+
+/* The next clock record to try: the first not tried on none of the suspects;
+   when every record has one (3 nodes, 2 copies each), the first that avoids the
+   next suspect in turn. Every handle that saw the same failures with the same
+   partition map picks the same. -1 when none is left. */
+static int
+pick(lmca_t *h, suspects *s, const bool *tried)
+{
+    for (unsigned pass = 0; pass <= s->n; pass++) {
+        unsigned only = pass == 0 || s->n == 0 ? 0 : (s->turn + pass - 1) % s->n;
+        for (unsigned i = 0; i < CLOCKS; i++) {
+            char nodes[COPIES][LMCA__NODE_NAME], key[24];
+            unsigned n;
+            if (tried[i])
+                continue;
+            n = lmca__wire_nodes_of(h->wire, LMCA__CLOCK_SET, clock_key(i, key), nodes, COPIES);
+            if (clear_of(s, (const char(*)[LMCA__NODE_NAME])nodes, n, pass, only)) {
+                if (pass > 0)
+                    s->turn = only + 1;
+                return (int)i;
+            }
+        }
+    }
+    return -1;
+}
+
 /* Reserves `records` places (plus `spare`, on the first clock only) for a move
    (`moving`: the stores' clock stays) or for stores (`returned` µs of earlier
    places given back to the stores' clock): on the first clock record that
@@ -224,7 +319,16 @@ reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool mov
 {
     lmca__clock *c = &h->clock;
     uint64_t step = lmca__clock_step(h), now_ms = lmca__mono_ms();
+    suspects blamed = {.n = 0};
+    bool tried[CLOCKS] = {false};
     unsigned first;
+    /* Where the others' stores may be by now: the stores' clock leads now by
+       the lead at most. A writer on a fallback while the others still reach the
+       first places from there, or its stores would fall behind theirs by as long
+       as the split lasts (seen: 4 s behind, on a node paused for 4 s). */
+    int64_t head = (int64_t)lmca__server_now_us(h) +
+                   (int64_t)atomic_load_explicit(&h->cache.lead_seconds, memory_order_relaxed) *
+                       1000000;
     lmca__clock_ask ask = {.ttl_s = h->cfg.default_ttl_seconds, .hold_ms = TTL_HOLD_MS,
                            .catch_up_us = CATCH_UP_US, .sane_us = SANE_AHEAD_US,
                            .timeout_ms = CLOCK_TIMEOUT_MS};
@@ -240,21 +344,34 @@ reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool mov
     }
     first = c->home != 0 && now_ms < c->home_until_ms ? c->home : 0;
     pthread_mutex_unlock(&c->lock);
-    for (unsigned k = 0; k < CLOCKS; k++) {
-        unsigned i = (first + k) % CLOCKS;
+    /* The one that served last, then, after each failure, the first that
+       avoids the nodes the failures blame. */
+    for (int i = (int)first, tries = 0; i >= 0 && tries < TRIES; tries++) {
         uint64_t share = i == 0 ? 1 : FALLBACK_SHARE, t0, t1;
+        char nodes[COPIES][LMCA__NODE_NAME], key[24];
+        const char *name;
+        unsigned n;
         lmca__clock_answer a;
         lmca_err_t err;
         int rc;
 
-        ask.span_us = (int64_t)((records + (i == 0 ? spare : 0)) * step * share);
+        tried[i] = true;
+        /* Its nodes as the request is sent, the master first: the one a failure
+           blames first (the map may change as the client sees the node go). */
+        name = clock_key((unsigned)i, key);
+        n = lmca__wire_nodes_of(h->wire, LMCA__CLOCK_SET, name, nodes, COPIES);
+        ask.span_us = (int64_t)((records + spare) * step * share);
         ask.store_us = moving ? 0 : ask.span_us - (int64_t)returned;
         pthread_mutex_lock(&c->lock);
         ask.floor_us = (int64_t)c->last_us;
         ask.store_floor_us = (int64_t)c->store_last_us;
+        if (i != 0) { /* after the head the others may have reached meanwhile */
+            ask.floor_us = ask.floor_us > head ? ask.floor_us : head;
+            ask.store_floor_us = ask.store_floor_us > head ? ask.store_floor_us : head;
+        }
         pthread_mutex_unlock(&c->lock);
         t0 = mono_us();
-        rc = lmca__wire_clock(h->wire, clock_keys[i], &ask, &a, &err);
+        rc = lmca__wire_clock(h->wire, name, &ask, &a, &err);
         t1 = mono_us();
         LMCA__COUNT(h, clock_reservations);
         pthread_mutex_lock(&c->lock);
@@ -268,13 +385,20 @@ reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool mov
                     c->home_wait_ms = HOME_RETRY_MAX_MS;
                 c->home_until_ms = lmca__mono_ms() + c->home_wait_ms;
             }
-            c->home = i;
+            c->home = (unsigned)i;
             pthread_mutex_unlock(&c->lock);
             if (i != 0)
                 LMCA__COUNT(h, clock_fallbacks);
             return true;
         }
         pthread_mutex_unlock(&c->lock);
+        /* A node lost or paused blames its nodes; a busy key or a bad answer is
+           the record's own: any other will do. */
+        if (rc == LMCA_ETIMEOUT || rc == LMCA_ECONNECTION) {
+            blame(&blamed, (const char(*)[LMCA__NODE_NAME])nodes, n, !blamed.blamed);
+            blamed.blamed = true;
+        }
+        i = pick(h, &blamed, tried);
     }
     pthread_mutex_lock(&c->lock);
     c->local_until_ms = lmca__mono_ms() + LOCAL_HOLD_MS;
@@ -307,13 +431,17 @@ lease_spare(lmca__clock *c, uint64_t step, uint64_t mono, uint64_t *left_us)
     return spare;
 }
 
-/* Places `records` on the handle's own clock, from its floor and the servers'
-   now, at 1 / `share` of the rate. Under the lock. */
+/* Places `records` on the handle's own clock, at 1 / `share` of the rate, from
+   its floor and where the others' stores may be by now (the servers' now and
+   the lead: reserve()). Under the lock. */
 static clock_pos
 place_locally(lmca_t *h, uint64_t records, uint64_t share, bool moving)
 {
     lmca__clock *c = &h->clock;
     uint64_t base = lmca__server_now_us(h), step = lmca__clock_step(h) * share;
+
+    if (share > 1) /* alone for want of the shared clock, not by choice */
+        base += atomic_load_explicit(&h->cache.lead_seconds, memory_order_relaxed) * 1000000u;
     clock_pos at = {c->last_us > base ? c->last_us : base,
                     c->store_last_us > base ? c->store_last_us : base, step};
 
@@ -413,7 +541,7 @@ lmca__clock_place(lmca_t *h, uint32_t records, uint64_t *pace_us)
         at = place_locally(h, records, h->cfg.shared_clock ? LOCAL_SHARE : 1, false);
         spare = 0;
     }
-    install_lease(c, &at, records, records + (at.step == step ? spare : 0), mono);
+    install_lease(c, &at, records, records + spare, mono);
     c->reserving = false;
     pthread_cond_broadcast(&c->reserved);
     *pace_us = at.store;

@@ -21,6 +21,7 @@
 #include <aerospike/as_cluster.h>
 #include <aerospike/as_exp.h>
 #include <aerospike/as_exp_operations.h>
+#include <aerospike/as_partition.h>
 #include <aerospike/as_record_iterator.h>
 #include <aerospike/version.h>
 
@@ -890,6 +891,35 @@ lmca__wire_clock(lmca__wire *w, const char *key, const lmca__clock_ask *ask,
     if (rec != NULL)
         as_record_destroy(rec);
     return status;
+}
+
+unsigned
+lmca__wire_nodes_of(lmca__wire *w, const char *set, const char *key,
+                    char names[][LMCA__NODE_NAME], unsigned max)
+{
+    as_key k;
+    as_error e;
+    as_partition_info pi;
+    unsigned n = 0;
+
+    as_key_init_str(&k, w->ns, set, key);
+    /* The partition's nodes as the map has them, inactive ones too: a node just
+       lost is the one to blame (the client's own lookups skip it). The map is
+       in this process (the client's shared-memory mode is not used here). */
+    if (w->as.cluster->shm_info == NULL && as_key_set_digest(&e, &k) == AEROSPIKE_OK &&
+        as_partition_info_init(&pi, w->as.cluster, &e, &k) == AEROSPIKE_OK) {
+        as_partition *p = pi.partition;
+        for (uint8_t i = 0; i < pi.replica_size && i < AS_MAX_REPLICATION_FACTOR && n < max; i++) {
+            as_node *node = as_node_load(&p->nodes[i]);
+            if (node == NULL)
+                continue;
+            as_node_reserve(node);
+            snprintf(names[n++], LMCA__NODE_NAME, "%s", node->name);
+            as_node_release(node);
+        }
+    }
+    as_key_destroy(&k);
+    return n;
 }
 
 /* Small records of one integer bin in a set of their own (mend.c's lease). */

@@ -139,6 +139,12 @@ typedef struct lmca__clock_answer {
 int lmca__wire_clock(lmca__wire *w, const char *key, const lmca__clock_ask *ask,
                      lmca__clock_answer *out, lmca_err_t *err);
 
+/* The nodes that hold record `key` of `set` in the client's current map, its
+   master first, then its replicas (up to `max` names); 0 when the map has
+   none. No I/O. */
+unsigned lmca__wire_nodes_of(lmca__wire *w, const char *set, const char *key,
+                             char names[][LMCA__NODE_NAME], unsigned max);
+
 /* Small records of one integer bin `bin` in `set` (not the chunks' set), never
    expiring. get: the value and the record's generation; LMCA_MISS when the
    record is absent, or (*gen set, *value 0) when the bin is not an integer.

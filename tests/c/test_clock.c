@@ -182,7 +182,7 @@ TEST(a_clock_that_cannot_be_reached_hands_over_and_the_order_goes_on)
     before = put_ttl(h[0], "before");
     for (int i = 0; i < 6; i++)
         put_ttl(h[1], "ahead");
-    refuse_clock("void-clock", 9); /* its node times out */
+    refuse_clock("void-clock", 14); /* a busy key (one node here: no node to avoid) */
     usleep(150 * 1000);            /* past the leases */
     for (int i = 0; i < 3; i++) {
         during[i] = put_ttl(h[i % 2], "during");
@@ -209,16 +209,26 @@ TEST(with_no_clock_record_a_handle_places_alone_at_an_eighth)
 {
     lmca_t *h;
     uint32_t ttl[3];
+    uint8_t buf[64] = {1};
+    char keys[3][128];
+    lmca_meta_t meta;
     lmca_stats_t st;
+    lmca_err_t err = {0};
 
     th_need_fixture("fault injection on the clock records");
     h = open_clocked(16, true);
     refuse_clock("void-clock", 9);
     refuse_clock("void-clock-1", 14); /* key busy */
     refuse_clock("void-clock-2", 9);
-    for (int i = 0; i < 3; i++)
-        ttl[i] = put_ttl(h, "alone");
+    for (int i = 0; i < 3; i++) {
+        snprintf(keys[i], sizeof keys[i], "%s", th_key("alone"));
+        ASSERT_RC(lmca_put(h, keys[i], buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    }
     th_info("fixture-clear-faults");
+    for (int i = 0; i < 3; i++) { /* read together: the TTLs left say the void times */
+        ASSERT_RC(lmca_stat(h, keys[i], &meta, &err), LMCA_OK, &err);
+        ttl[i] = meta.ttl;
+    }
     lmca_stats(h, &st);
     ASSERT_EQ(st.clock_local, 3);
     /* 16 a second, an eighth of it: half a second apart, not 1/16. */
