@@ -57,6 +57,7 @@ import argparse
 import hashlib
 import multiprocessing as mp
 import os
+import queue
 import sys
 import time
 import uuid
@@ -207,7 +208,10 @@ def writer(w, a, settings, plan, shared):
         i += 1
         if plan["warm"] and g % WARM_EVERY == WARM_EVERY - 1:
             wkey = f"{plan['tag']}/warm/{shared.warm(plan['warm'])}"
-            got = conn.get(wkey, buf)
+            try:
+                got = conn.get(wkey, buf)
+            except _native.Error:  # a read that failed is a miss to its caller
+                got = None
             reads.append((time.monotonic(), g, got is not None and buf == payload(wkey, a.chunk)))
         if w == 0 and time.monotonic() - last >= a.interval:
             last = time.monotonic()
@@ -299,7 +303,10 @@ def figures(run, results, hit, wrong):
         "oldest_fifth": round(sum(alive[:fifth]) / fifth, 3),
         "tenths": [round(sum(alive[j:j + tenth]) / tenth, 2) for j in range(0, tenth * 10, tenth)],
         "warm": {"size": run["warm"], "reads_after_first_capacity": len(reads),
-                 "hit": sum(reads), "alive": sum(hit[k] for k in warm_keys)},
+                 "hit": sum(reads), "alive": sum(hit[k] for k in warm_keys),
+                 # where the misses were, in stores offered (events are in `events`)
+                 "missed_at": sorted(g for r in results for _, g, ok in r["reads"]
+                                     if g >= cap_chunks and not ok)},
         "held_bytes": held, "held_of_data_size": round(held / run["data_size"], 3)
         if run["data_size"] else None, "held_of_capacity": round(held / run["capacity"], 3),
         "puts": fig.put_times({r["w"]: [s[3] for s in r["stores"]] for r in results}),
@@ -397,8 +404,13 @@ def main(argv=None):
     ev.start(t0)
     shared.go.set()
     results = []
-    for _ in procs:
-        results.append(shared.out.get())
+    while len(results) < len(procs):
+        try:
+            results.append(shared.out.get(timeout=5))
+        except queue.Empty:  # a writer that died sends nothing: do not wait for it
+            if sum(not p.is_alive() for p in procs) > len(results):
+                sys.exit("cache_fill.py: a writer exited without its results (its error above)")
+            continue
         results[-1]["wall_offset_s"] = round(results[-1]["wall_s"] - time.time(), 1)
     results.sort(key=lambda r: r["w"])
     seconds = time.monotonic() - t0

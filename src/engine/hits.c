@@ -35,6 +35,10 @@
 #include "schema.h"
 
 #define HITS_BATCH 64
+/* A move a lost node refused is tried again for this long: the cluster takes a
+   few seconds to re-form without it (a heartbeat timeout, then the client's
+   next map), and a warm chunk left where it was is evicted. */
+#define HITS_RETRY_MS 10000
 #define HITS_DUE_MS 20
 /* Fresh: due within a second of the head, or within the newest sixteenth of the
    records the namespace holds when that is more. */
@@ -169,7 +173,33 @@ within_budget(lmca_t *h, lmca__hit **q, size_t n)
     return kept;
 }
 
-/* Touches the chunks q[0, n): every record at its chunk's new void time. */
+static bool
+unreachable(int rc)
+{
+    return rc == LMCA_ETIMEOUT || rc == LMCA_ECONNECTION;
+}
+
+/* Queues a hit again for a later move; false when the queue is full. */
+static bool
+requeue(lmca_t *h, lmca__hit *hit)
+{
+    bool queued = false;
+
+    pthread_mutex_lock(&h->hits.lock);
+    if (h->hits.queue == NULL && h->hits.n == 0)
+        h->hits.queue = lmca__calloc(LMCA__HITS_MAX, sizeof *h->hits.queue);
+    if (h->hits.queue != NULL && h->hits.n < LMCA__HITS_MAX) {
+        if (h->hits.n == 0)
+            h->hits.first_ms = lmca__mono_ms();
+        h->hits.queue[h->hits.n++] = hit;
+        queued = true;
+    }
+    pthread_mutex_unlock(&h->hits.lock);
+    return queued;
+}
+
+/* Touches the chunks q[0, n): every record at its chunk's new void time; a
+   chunk a lost node kept from moving is marked to go again. */
 static int
 touch(lmca_t *h, lmca__hit **q, size_t n, lmca_err_t *err)
 {
@@ -203,15 +233,20 @@ touch(lmca_t *h, lmca__hit **q, size_t n, lmca_err_t *err)
         touch_rows(h, rows, nsegs);
     size_t metas = keep_whole(q, n, rows, nsegs);
     touch_rows(h, rows + nsegs, metas);
-    /* The kept meta rows are in q's order: chunk i's, if kept, is the next. */
-    for (size_t i = 0, k = 0; i < n && k < metas; i++) {
-        if (rows[nsegs + k].key != keys[nsegs + i])
-            continue;
-        if (rows[nsegs + k++].result == LMCA_OK) {
+    /* The kept meta rows are in q's order: chunk i's, if kept, is the next. A
+       chunk a lost or paused node kept from moving goes again (the cluster
+       re-forms in seconds; left where it was, a warm chunk was evicted). */
+    for (size_t i = 0, k = 0, seg = 0; i < n; i++) {
+        bool kept = k < metas && rows[nsegs + k].key == keys[nsegs + i];
+        int rc = kept ? rows[nsegs + k++].result : LMCA_OK;
+        for (uint32_t s = 0; q[i]->nseg > 1 && s < q[i]->nseg; s++, seg++)
+            rc = unreachable(rows[seg].result) ? rows[seg].result : rc;
+        if (kept && rc == LMCA_OK) {
             LMCA__COUNT(h, hits_touched);
             atomic_fetch_add_explicit(&h->counters.touch_bytes, q[i]->bytes,
                                       memory_order_relaxed);
         }
+        q[i]->again = unreachable(rc);
     }
     free(keys);
     return LMCA_OK;
@@ -226,8 +261,13 @@ lmca_touch_hits(lmca_t *h, lmca_err_t *err)
 
     n = q ? within_budget(h, q, n) : 0;
     rc = n > 0 ? touch(h, q, n, err) : LMCA_OK;
-    for (size_t i = 0; i < n; i++)
-        free(q[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (q[i]->again && q[i]->failed_ms == 0)
+            q[i]->failed_ms = lmca__mono_ms();
+        if (!(q[i]->again && lmca__mono_ms() < q[i]->failed_ms + HITS_RETRY_MS &&
+              requeue(h, q[i])))
+            free(q[i]);
+    }
     free(q);
     return rc;
 }
@@ -264,6 +304,8 @@ lmca__hit_found(lmca_t *h, const char *key, const lmca_meta_t *meta)
         return; /* a hint lost, nothing else */
     hit->nseg = meta->nseg;
     hit->bytes = meta->tot_b;
+    hit->failed_ms = 0;
+    hit->again = false;
     memcpy(hit->key, key, len);
     pthread_mutex_lock(&h->hits.lock);
     if (h->hits.queue == NULL && h->hits.n == 0)

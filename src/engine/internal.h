@@ -114,6 +114,8 @@ typedef struct lmca__clock {
 typedef struct lmca__hit {
     uint32_t nseg;
     uint64_t bytes; /* the chunk's payload: what its move rewrites */
+    uint64_t failed_ms; /* when a lost node first refused its move (monotonic) ... */
+    bool again;         /* ... and the last one did */
     char key[]; /* NUL-terminated */
 } lmca__hit;
 

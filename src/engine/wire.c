@@ -145,6 +145,12 @@ lmca_aerospike_version(void)
     return aerospike_client_version;
 }
 
+static uint32_t
+half(uint32_t ms)
+{
+    return ms / 2 ? ms / 2 : 1;
+}
+
 static void
 init_policies(lmca__wire *w, const lmca_config_t *cfg)
 {
@@ -158,6 +164,10 @@ init_policies(lmca__wire *w, const lmca_config_t *cfg)
 
     as_policy_read_init(&w->read);
     w->read.base.total_timeout = cfg->read_timeout_ms;
+    /* Half of it on one node, then the next copy (replica SEQUENCE): with the
+       client's socket timeout of 30 s, a read of a paused node spent its whole
+       budget there and raised a timeout though its replica held the record. */
+    w->read.base.socket_timeout = half(cfg->read_timeout_ms);
     w->read.replica = replicas[cfg->replica];
     /* Read-touch on reads of payloads only: a lookup that touched a meta record
        but not its segments would let the meta record outlive them (present, but
@@ -179,6 +189,7 @@ init_policies(lmca__wire *w, const lmca_config_t *cfg)
     w->operate.commit_level = commit;
     as_policy_batch_init(&w->batch);
     w->batch.base.total_timeout = cfg->read_timeout_ms;
+    w->batch.base.socket_timeout = half(cfg->read_timeout_ms);
     w->batch.replica = replicas[cfg->replica];
     w->batch_peek = w->batch;
     w->batch.read_touch_ttl_percent = cfg->read_touch_ttl_percent;

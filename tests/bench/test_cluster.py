@@ -248,7 +248,8 @@ def test_the_fill_figures_follow_the_order_the_stores_returned():
     assert (s["after_first_capacity"], s["failed_after_first_capacity"]) == (10, 0)
     assert s["newest_fifth"] == 0.5 and s["oldest_fifth"] == 0.0
     assert s["tenths"] == [0.0] * 5 + [1.0] * 4 + [0.5]
-    assert s["warm"] == {"size": 2, "reads_after_first_capacity": 2, "hit": 1, "alive": 1}
+    assert s["warm"] == {"size": 2, "reads_after_first_capacity": 2, "hit": 1, "alive": 1,
+                         "missed_at": [19]}
     assert s["held_bytes"] == 10 * chunk and s["held_of_capacity"] == 1.0
     assert s["dropped"] == {"dropped_full": 3, "dropped_busy": 0, "dropped_unsent": 0,
                             "dropped_unreachable": 0, "dropped_paced": 1}

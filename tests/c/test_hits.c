@@ -262,6 +262,36 @@ TEST(a_refused_touch_is_counted_and_dropped)
     lmca_close(h);
 }
 
+TEST(a_touch_a_lost_node_refused_goes_again)
+{
+    lmca_t *h;
+    uint8_t buf[64] = {2}, out[64];
+    size_t got;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    const char *old = th_key("old");
+    uint32_t before;
+
+    th_need_fixture("fault injection on touches");
+    h = open_slow_clock(true);
+    ASSERT_RC(lmca_put(h, old, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    store(h, 3);
+    before = ttl_of(h, old);
+    /* Its node times out once (lost, or paused until the cluster re-forms): the
+       move is queued again, and the next touch of the queue moves it. */
+    th_fault("kind=result;code=9;op=touch;count=1");
+    ASSERT_RC(lmca_get(h, old, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.touches_failed, 1);
+    ASSERT_EQ(st.hits_touched, 0);
+    ASSERT_RC(lmca_touch_hits(h, &err), LMCA_OK, &err);
+    th_info("fixture-clear-faults");
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.hits_touched, 1);
+    ASSERT(ttl_of(h, old) > before);
+    lmca_close(h);
+}
+
 TEST(a_chunk_with_a_segment_left_behind_keeps_its_meta_behind_too)
 {
     lmca_t *h = NULL;
@@ -306,6 +336,7 @@ TEST_LIST = {
     T(touch_on_hit_off_moves_nothing),
     T(the_pool_moves_its_gets_hits_once_idle),
     T(a_refused_touch_is_counted_and_dropped),
+    T(a_touch_a_lost_node_refused_goes_again),
     T(a_chunk_with_a_segment_left_behind_keeps_its_meta_behind_too),
 };
 TEST_MAIN()
