@@ -78,13 +78,17 @@ fresh_us(lmca_t *h)
     return us > FRESH_MIN_US ? us : FRESH_MIN_US;
 }
 
-/* The chunk's void time is within fresh_us() of the head. meta->ttl is the
-   server's (whole seconds left, so the void second is due or due + 1): any
-   value only decides whether to touch. */
+/* The chunk's void time is within fresh_us() of the head. meta->ttl is what
+   the client made of the server's void time with this host's clock
+   (cf_server_void_time_to_ttl: void time less the host's now), so the host's
+   clock turns it back into the void time, which is the servers' (a host whose
+   clock was 5 minutes behind took every hit for fresh, and its warm chunks were
+   evicted). Whole seconds: the void second is due or due + 1; any value only
+   decides whether to touch. */
 static bool
 fresh(lmca_t *h, const lmca_meta_t *meta)
 {
-    uint64_t due = (lmca__server_now_us(h) / 1000000u + meta->ttl + 1) * 1000000u;
+    uint64_t due = (lmca__now_us() / 1000000u + meta->ttl + 1) * 1000000u;
     return due + fresh_us(h) > lmca__clock_head(h);
 }
 
