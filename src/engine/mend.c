@@ -26,9 +26,9 @@
  * - The namespace is scanned without bins but the chunks' write ids (every set:
  *   NSUP's histogram holds them all), keeping only the MEND_MAX_RECORDS lowest
  *   records by void time (a bounded heap: memory does not grow with the
- *   namespace). The lowest second is removed whole, then the next records up to
- *   NSUP's target: the eviction NSUP refused, done by hand, after which it goes
- *   on by itself.
+ *   namespace). The lowest second is removed whole, and each next one that
+ *   holds more than NSUP's target too: the eviction NSUP refused, done by hand,
+ *   after which it goes on by itself.
  * - Whole chunks only: a chunk's records share its write id, and a chunk whose
  *   records were not all seen (the heap's edge) is left. Each record is removed
  *   only if its generation is the one the scan saw: a chunk touched, pinned or
@@ -347,32 +347,47 @@ whole(const grouped *g, size_t i, size_t j, bool overflow)
     return j - i == (nseg > 1 ? nseg + 1u : 1u) && segments == (nseg > 1 ? nseg : 0);
 }
 
-/* Removes the lowest second whole and then whole chunks up to `target` records.
-   Returns how many records were removed. */
+/* Where the seconds to remove end in g (ordered by chunk and second): the
+   lowest, whose records NSUP refused, and each next one that holds more than
+   NSUP's target too, or NSUP would refuse that one next (a burst that crossed
+   a second: 34 records, then 44 over a target of 38, took two mends). */
+static size_t
+seconds_to_remove(const grouped *g, size_t n, uint64_t target)
+{
+    size_t end = 0;
+
+    while (end < n) {
+        size_t next = end;
+        while (next < n && g[next].group_ttl == g[end].group_ttl)
+            next++;
+        if (end > 0 && next - end <= target)
+            break;
+        end = next;
+    }
+    return end;
+}
+
+/* Removes the records of the seconds seconds_to_remove() names, whole chunks,
+   segments before their meta record (a chunk cut short keeps its meta record: a
+   miss). Returns how many records were removed. */
 static uint64_t
 remove_lowest(lmca_t *h, lowest *l, uint64_t target)
 {
     grouped *g = l->n ? group(l) : NULL;
+    size_t end = g ? seconds_to_remove(g, l->n, target) : 0;
     uint64_t removed = 0;
-    size_t taken = 0;
 
-    for (size_t i = 0, j; g != NULL && i < l->n; i = j) {
-        for (j = i + 1; j < l->n && g[j].rec.wid == g[i].rec.wid && g[i].rec.wid != 0 &&
-                        g[j].group_ttl == g[i].group_ttl;
-             j++)
+    for (size_t i = 0, j; i < end; i = j) {
+        for (j = i + 1; j < end && g[j].rec.wid == g[i].rec.wid && g[i].rec.wid != 0; j++)
             ;
-        if (taken > 0 && g[i].group_ttl != g[0].group_ttl && taken >= target)
-            break;
         if (!whole(g, i, j, l->overflow))
             continue;
-        /* Segments first: a chunk cut short keeps its meta record, a miss. */
         for (size_t pass = 0; pass < 2; pass++)
             for (size_t k = i; k < j; k++)
                 if ((g[k].rec.nseg == 0) == (pass == 0))
                     removed += lmca__wire_remove_digest(h->wire, l->sets[g[k].rec.set],
                                                         g[k].rec.digest, g[k].rec.gen,
                                                         NULL) == LMCA_OK;
-        taken += j - i;
     }
     free(g);
     return removed;

@@ -3,25 +3,26 @@
 
 A writer off the shared clock (shared_clock false, no limit per second: what an
 older client does) puts a burst into one second of void time, twice NSUP's
-per-cycle target, and then a writer on the shared clock offers five times the
+per-cycle target, and then two writers on the shared clock offer five times the
 capacity, and two more after the mend. NSUP refuses every cycle while that second
-is the lowest; the engine sees evictions stall past evict-used-pct, removes the
-lowest second's records, and the namespace takes stores again and keeps the newest.
+is the lowest; the engines see evictions stall past evict-used-pct on a node, one
+of them (the lease) removes the lowest second's records, whole chunks, and the
+namespace takes stores again and keeps the newest. On one node and on a cluster.
 """
 
 import time
 import uuid
 
+import pytest
+
 from lmcache_aerospike import _native
-from tests.ext.test_cache_full import NS, cache, ns_info, payload  # noqa: F401 (a fixture)
+from tests.conftest import info
+from tests.ext.test_cache_full import FIXTURE_CACHE, NS, cache, ns_info, payload  # noqa: F401
 
 
-def test_a_second_nsup_refuses_is_removed_and_stores_go_on(cache):  # noqa: F811
-    hosts, capacity, size = cache
+def mend_case(hosts, capacity, size, target):
     tag = uuid.uuid4().hex[:10]
     common = dict(hosts=hosts, namespace=NS, set="lmca_mend_" + tag, default_ttl_seconds=3600)
-    # NSUP's target once the namespace holds chunks of this size.
-    target = capacity // size * int(ns_info(hosts)["evict-tenths-pct"]) // 1000
     # The burst: due at now + TTL, every record in one second.
     old = _native.Connector(**{**common, "shared_clock": False, "records_per_void_second": 1000000})
     burst = [f"{tag}/burst/{i}" for i in range(min(2 * target + 2, capacity // size))]
@@ -29,7 +30,7 @@ def test_a_second_nsup_refuses_is_removed_and_stores_go_on(cache):  # noqa: F811
         old.put(key, payload(tag, key, size))
     old.close()
 
-    conn = _native.Connector(**{**common, "default_ttl_seconds": 7200})
+    conns = [_native.Connector(**{**common, "default_ttl_seconds": 7200}) for _ in range(2)]
     # Five capacities, and at least two more after the first mend (the stall lasts
     # 8 to 16 s); bounded in time all the same.
     n, per_capacity = 5 * capacity // size, capacity // size
@@ -39,28 +40,78 @@ def test_a_second_nsup_refuses_is_removed_and_stores_go_on(cache):  # noqa: F811
             time.monotonic() < deadline:
         key = f"{tag}/{i}"
         try:
-            conn.put(key, payload(tag, key, size))
+            conns[i % 2].put(key, payload(tag, i, size))
             landed.append(True)
         except _native.Error:
             landed.append(False)
-        if mended_at is None and conn.stats()["mends"] > 0:
+        if mended_at is None and sum(c.stats()["mends"] for c in conns) > 0:
             mended_at = i
         i += 1
     n = i
-    stats = conn.stats()
+    stats = [c.stats() for c in conns]
     buf = bytearray(size)
     reader = _native.Connector(**{**common, "touch_on_hit": False})
     alive = [reader.get(f"{tag}/{i}", buf) is not None for i in range(n - per_capacity // 5, n)]
     burst_left = sum(reader.get(key, buf) is not None for key in burst)
+    debris = len(reader.sweep())
     reader.close()
     for i in range(n):
-        conn.remove(f"{tag}/{i}")
+        conns[0].remove(f"{tag}/{i}")
     for key in burst:
-        conn.remove(key)
-    conn.close()
+        conns[0].remove(key)
+    for c in conns:
+        c.close()
+    return dict(stats=stats, landed=landed, alive=alive, burst=len(burst), burst_left=burst_left,
+                per_capacity=per_capacity, debris=debris)
 
-    assert stats["mends"] >= 1 and stats["mended_records"] >= len(burst) // 2, \
-        (stats, sum(landed), n, target, len(burst))
-    assert burst_left == 0
-    assert sum(landed[-per_capacity:]) / per_capacity >= 0.95, stats
-    assert sum(alive) / len(alive) >= 0.95
+
+def check(run):
+    stats, per_capacity = run["stats"], run["per_capacity"]
+    mends = sum(s["mends"] for s in stats)
+    # Mended, by one handle at a time: the lease, and each mend rechecks the stall.
+    assert mends >= 1 and sum(s["mended_records"] for s in stats) >= run["burst"] // 2, stats
+    assert run["burst_left"] == 0
+    assert sum(run["landed"][-per_capacity:]) / per_capacity >= 0.95, stats
+    assert sum(run["alive"]) / len(run["alive"]) >= 0.95
+    assert run["debris"] == 0  # whole chunks only
+
+
+def test_a_second_nsup_refuses_is_removed_and_stores_go_on(cache):  # noqa: F811
+    hosts, capacity, size = cache
+    # NSUP's target once the namespace holds chunks of this size.
+    target = capacity // size * int(ns_info(hosts)["evict-tenths-pct"]) // 1000
+    check(mend_case(hosts, capacity, size, target))
+
+
+def test_a_cluster_is_mended_too(aerospike_cluster):
+    """Three nodes, factor 2: each node's NSUP refuses the burst's second (every
+    node has its share of it), and the engines watch every node."""
+    hosts = aerospike_cluster
+    seeds = hosts.split(",")
+    fixture = not info(seeds[0], "fixture-cluster").startswith("ERROR")
+    before = dict(kv.split("=", 1) for kv in info(seeds[0], f"namespace/{NS}").split(";")
+                  if "=" in kv)
+    if fixture:  # the memory recipe, small, on every node
+        for seed in seeds:
+            for key, value in FIXTURE_CACHE.items():
+                assert info(seed, f"set-config:context=namespace;id={NS};{key}={value}") == "ok"
+    try:
+        nodes = [dict(kv.split("=", 1) for kv in info(s, f"namespace/{NS}").split(";") if "=" in kv)
+                 for s in seeds]
+        if int(nodes[0].get("storage-engine.evict-used-pct", 0)) == 0:
+            pytest.skip(f"namespace {NS} does not evict on this cluster")
+        rf = int(nodes[0]["effective_replication_factor"])
+        capacity = sum(int(n["data_total_bytes"]) * int(n["storage-engine.evict-used-pct"]) // 100
+                       for n in nodes) // rf
+        size = 64 << 10 if fixture else 4 << 20
+        # A second's records spread over the nodes: each node's target is its
+        # share of the cluster's, so twice the cluster's target overfills each.
+        target = capacity // size * int(nodes[0]["evict-tenths-pct"]) // 1000
+        check(mend_case(hosts, capacity, size, target))
+    finally:
+        if fixture:  # as it was, for the session's other tests
+            for seed in seeds:
+                for key in FIXTURE_CACHE:
+                    value = before.get(key, before.get("storage-engine." + key))
+                    if value is not None:
+                        info(seed, f"set-config:context=namespace;id={NS};{key}={value}")
