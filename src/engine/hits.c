@@ -39,6 +39,7 @@
    few seconds to re-form without it (a heartbeat timeout, then the client's
    next map), and a warm chunk left where it was is evicted. */
 #define HITS_RETRY_MS 10000
+#define HITS_RETRY_GAP_MS 1000
 #define HITS_DUE_MS 20
 /* Fresh: due within a second of the head, or within the newest sixteenth of the
    records the namespace holds when that is more. */
@@ -256,20 +257,41 @@ touch(lmca_t *h, lmca__hit **q, size_t n, lmca_err_t *err)
     return LMCA_OK;
 }
 
+/* Keeps at the front of q the hits due now, and queues the others again: a
+   move that failed waits HITS_RETRY_GAP_MS before it goes again (a timeout is
+   load as often as a lost node, and a retry at once adds to it). */
+static size_t
+due_now(lmca_t *h, lmca__hit **q, size_t n)
+{
+    uint64_t now = lmca__mono_ms();
+    size_t kept = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (q[i]->retry_ms <= now)
+            q[kept++] = q[i];
+        else if (!requeue(h, q[i]))
+            free(q[i]);
+    }
+    return kept;
+}
+
 int
 lmca_touch_hits(lmca_t *h, lmca_err_t *err)
 {
     size_t n;
     lmca__hit **q = take(h, &n);
+    uint64_t now;
     int rc;
 
-    n = q ? within_budget(h, q, n) : 0;
+    n = q ? due_now(h, q, n) : 0;
+    n = n ? within_budget(h, q, n) : 0;
     rc = n > 0 ? touch(h, q, n, err) : LMCA_OK;
+    now = lmca__mono_ms();
     for (size_t i = 0; i < n; i++) {
         if (q[i]->again && q[i]->failed_ms == 0)
-            q[i]->failed_ms = lmca__mono_ms();
-        if (!(q[i]->again && lmca__mono_ms() < q[i]->failed_ms + HITS_RETRY_MS &&
-              requeue(h, q[i])))
+            q[i]->failed_ms = now;
+        q[i]->retry_ms = now + HITS_RETRY_GAP_MS;
+        if (!(q[i]->again && now < q[i]->failed_ms + HITS_RETRY_MS && requeue(h, q[i])))
             free(q[i]);
     }
     free(q);
@@ -308,7 +330,7 @@ lmca__hit_found(lmca_t *h, const char *key, const lmca_meta_t *meta)
         return; /* a hint lost, nothing else */
     hit->nseg = meta->nseg;
     hit->bytes = meta->tot_b;
-    hit->failed_ms = 0;
+    hit->failed_ms = hit->retry_ms = 0;
     hit->again = false;
     memcpy(hit->key, key, len);
     pthread_mutex_lock(&h->hits.lock);

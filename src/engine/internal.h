@@ -107,6 +107,7 @@ typedef struct lmca__clock {
     uint64_t home_until_ms;   /* ... a fallback: until then, then the first again ... */
     uint64_t home_wait_ms;    /* ... this long after the first failed (doubling) */
     uint64_t local_until_ms;  /* no record answered: the handle's own clock till then */
+    uint64_t rtt_us;          /* the clock's round trip, a moving mean */
 } lmca__clock;
 
 /* Chunks a get found, waiting to be touched at the head of the clock (hits.c).
@@ -115,6 +116,7 @@ typedef struct lmca__hit {
     uint32_t nseg;
     uint64_t bytes; /* the chunk's payload: what its move rewrites */
     uint64_t failed_ms; /* when a lost node first refused its move (monotonic) ... */
+    uint64_t retry_ms;  /* ... not to go again before then ... */
     bool again;         /* ... and the last one did */
     char key[]; /* NUL-terminated */
 } lmca__hit;
