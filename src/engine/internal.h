@@ -173,6 +173,7 @@ typedef struct lmca__cache {
     atomic_bool mend_due;               /* ... and a mend it asks for (lmca__mend_if_due) */
     atomic_bool mending;                /* one mend at a time in this handle */
     uint64_t lease_absent_ms;           /* the lease record missing at stop-writes, since */
+    bool lease_written;                 /* the lease record is known to exist */
     atomic_bool lease_to_restore;       /* a lease taken by a delete, not yet written back */
 } lmca__cache;
 

@@ -20,8 +20,10 @@
  *   LEASE_MS of the servers' time. A namespace at stop-writes refuses the
  *   lease's write, but still takes a delete: there the lease is taken by
  *   deleting the expired record, checked by generation (one of all succeeds),
- *   and written back once there is room. A lease record missing for
- *   ABANDONED_MS (its taker died before writing it back) counts as free.
+ *   and written back once there is room. Each handle's first look writes the
+ *   record, free, if it is missing, so that a namespace full for the first
+ *   time has one to delete. A lease record missing for ABANDONED_MS (its
+ *   taker died before writing it back) counts as free.
  * - Looked at once more: still stalled (another handle may have mended it).
  * - The namespace is scanned without bins but the chunks' write ids (every set:
  *   NSUP's histogram holds them all), keeping only the MEND_MAX_RECORDS lowest
@@ -87,6 +89,22 @@ stalled(lmca__cache *c, lmca__node_watch *w, const lmca_server_info_t *srv, uint
     return now_ms >= w->stalled_since_ms + c->stall_ms;
 }
 
+/* Writes the lease record, free, while the namespace takes writes: at
+   stop-writes only a delete takes the lease, and a record never written was
+   waited out for ABANDONED_MS (a new namespace's first stall waited 2 minutes). */
+static void
+write_free_lease(lmca_t *h, const lmca_server_info_t *srv, size_t n)
+{
+    int rc;
+
+    for (size_t i = 0; i < n; i++)
+        if (srv[i].stop_writes)
+            return;
+    rc = lmca__wire_int_put(h->wire, LMCA__CLOCK_SET, LEASE_KEY, LEASE_BIN, 0, 0, NULL);
+    /* EUNKNOWN: it exists already (the write only creates). */
+    h->cache.lease_written = rc == LMCA_OK || rc == LMCA_EUNKNOWN;
+}
+
 void
 lmca__mend_watch(lmca_t *h, const lmca_server_info_t *srv,
                  const char (*names)[LMCA__NODE_NAME], size_t n, uint64_t now_ms)
@@ -94,6 +112,8 @@ lmca__mend_watch(lmca_t *h, const lmca_server_info_t *srv,
     lmca__cache *c = &h->cache;
     bool due = false;
 
+    if (!c->lease_written)
+        write_free_lease(h, srv, n);
     for (size_t i = 0; i < n; i++) {
         lmca__node_watch *w = node_of(c, names[i]);
         if (w != NULL && stalled(c, w, &srv[i], now_ms)) {

@@ -17,6 +17,7 @@ import pytest
 
 from lmcache_aerospike import _native
 from tests.conftest import info
+from tests.ext.plant import Planter
 from tests.ext.test_cache_full import FIXTURE_CACHE, NS, cache, ns_info, payload  # noqa: F401
 
 
@@ -81,6 +82,30 @@ def test_a_second_nsup_refuses_is_removed_and_stores_go_on(cache):  # noqa: F811
     # NSUP's target once the namespace holds chunks of this size.
     target = capacity // size * int(ns_info(hosts)["evict-tenths-pct"]) // 1000
     check(mend_case(hosts, capacity, size, target))
+
+
+def test_a_writers_first_look_writes_the_lease_a_full_namespace_still_grants(cache):  # noqa: F811
+    """At stop-writes the lease is taken by deleting its record, so the record
+    must exist before the namespace fills: a writer's first look writes it, free
+    (without it a new namespace's first stall was waited out for 2 minutes)."""
+    hosts, _, size = cache
+    clock_set = Planter(hosts, NS, "lmca_clock")
+    clock_set.remove("mend-lease")
+    tag = uuid.uuid4().hex[:10]
+    writer = _native.Connector(hosts=hosts, namespace=NS, set="lmca_mend_" + tag,
+                               default_ttl_seconds=3600)
+    try:
+        writer.put(tag, payload(tag, 0, size))  # the first put plans: the first look
+        for _ in range(50):
+            if clock_set.exists("mend-lease"):
+                break
+            time.sleep(0.1)
+        _, _, bins = clock_set.client.get((NS, "lmca_clock", "mend-lease"))
+        assert bins == {"until_ms": 0}  # free: nobody mends
+        writer.remove(tag)
+    finally:
+        writer.close()
+        clock_set.close()
 
 
 def test_a_cluster_is_mended_too(aerospike_cluster):
