@@ -81,7 +81,6 @@ import cache_cluster as cluster
 import cache_events as events
 import cache_figures as fig
 from cache_backends import Hung, Ours, Redis, parse_info, redis_call
-from cache_faketime import writer_clocks
 from cache_payload import Payloads
 from cache_run import Limits, Run
 from cache_trace import TraceConfig
@@ -168,29 +167,9 @@ def parse_args(argv=None):
     p.add_argument("--out", default=os.path.join(HERE, "results"))
     p.add_argument("--json", help="also write the case's figures (cache_fill.py's, the hit "
                               "ratios beside them) as one JSON document here")
-    # A cluster and events during our run (bench/cache_events.py; cache_fill.py's options).
-    p.add_argument("--event", action="append", default=[], metavar="ACTION:NODE@WHEN[:HOLD]",
-                   help="kill:NODE@0.4, restart:NODE@+30, pause:NODE@0.4:8 during our run (a "
-                        "share of its requests, or of its duration); NODE a control name or "
-                        "`clock`")
-    p.add_argument("--ctl", default=None, metavar="CMD",
-                   help="runs as `CMD ACTION NODE` (default scripts/aerospike-loopback.sh, or "
-                        "the test server's fixture-node info command against it)")
-    p.add_argument("--ctl-node", action="append", default=[], metavar="HOST:PORT=NAME",
-                   help="the control command's name for a node (default: the loopback "
-                        "script's by port)")
-    p.add_argument("--writer-clock", action="append", default=[], metavar="W:OFFSET",
-                   help="our writer W under `faketime -m -f OFFSET`, e.g. 1:+30s (repeatable)")
-    p.add_argument("--server-log", action="append", default=[], metavar="[NAME=]PATH",
-                   help="a node's aerospike.log, for NSUP's refusals (repeatable; default: "
-                        "the loopback script's logs of the named nodes)")
+    events.add_options(p)  # a cluster and events during our run
     a = p.parse_args(argv)
-    try:
-        a.events = events.plan(a.event)
-        a.clocks = writer_clocks(a.writer_clock, a.writers)
-        a.ctl_nodes = [cluster.parse_ctl_node(t) for t in a.ctl_node]
-    except ValueError as e:
-        p.error(str(e))
+    events.parse_options(p, a)
     if not a.hosts:
         p.error("no Aerospike server: pass --hosts HOST:PORT or set AEROSPIKE_TEST_HOSTS")
     if a.duration is None and not a.requests:

@@ -36,7 +36,8 @@ import subprocess
 import threading
 import time
 
-from cache_cluster import clock_master, info_at
+from cache_cluster import clock_master, info_at, parse_ctl_node
+from cache_faketime import writer_clocks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_CTL = os.path.join(HERE, "..", "scripts", "aerospike-loopback.sh")
@@ -242,3 +243,33 @@ def event_line(r):
     return (f"{r['action']} {r['node']} at {r['t_s']:.1f} s ({100 * r['share_done']:.0f} % done"
             f"{', after the run' if r['after_run'] else ''}): {'ok' if r['ok'] else 'FAILED'}"
             + (f" {r['detail']}" if r["detail"] else ""))
+
+
+def add_options(p):
+    """The cluster's options of both benchmarks: events, the control command, the
+    writers' clocks, the nodes' logs (parse_options reads them)."""
+    p.add_argument("--event", action="append", default=[], metavar="ACTION:NODE@WHEN[:HOLD]",
+                   help="kill:NODE@0.4, restart:NODE@+30, pause:NODE@0.4:8, resume:NODE@12s;"
+                        " NODE a control name or `clock` (bench/cache_events.py)")
+    p.add_argument("--ctl", default=None, metavar="CMD",
+                   help="runs as `CMD ACTION NODE` (default scripts/aerospike-loopback.sh, or "
+                        "the test server's fixture-node info command against it)")
+    p.add_argument("--ctl-node", action="append", default=[], metavar="HOST:PORT=NAME",
+                   help="the control command's name for a node (default: the loopback "
+                        "script's by port)")
+    p.add_argument("--writer-clock", action="append", default=[], metavar="W:OFFSET",
+                   help="writer W under `faketime -m -f OFFSET`, e.g. 1:+30s (repeatable)")
+    p.add_argument("--server-log", action="append", default=[], metavar="[NAME=]PATH",
+                   help="a node's aerospike.log, for NSUP's refusals (repeatable; default: "
+                        "the loopback script's logs of the named nodes)")
+
+
+def parse_options(p, a):
+    """Sets a.events, a.clocks (writer -> offset) and a.ctl_nodes from add_options'
+    options; a bad one is the parser's error."""
+    try:
+        a.events = plan(a.event)
+        a.clocks = writer_clocks(a.writer_clock, a.writers)
+        a.ctl_nodes = [parse_ctl_node(t) for t in a.ctl_node]
+    except ValueError as e:
+        p.error(str(e))

@@ -70,7 +70,7 @@ from lmcache_aerospike import _native  # noqa: E402
 import cache_cluster as cluster  # noqa: E402
 import cache_events as events  # noqa: E402
 import cache_figures as fig  # noqa: E402
-from cache_faketime import FaketimeProcess, writer_clocks  # noqa: E402
+from cache_faketime import FaketimeProcess  # noqa: E402
 
 WARM_EVERY = 16  # stores, between all writers, per warm read
 
@@ -92,30 +92,12 @@ def options(argv=None):
     p.add_argument("--warm-distance", type=float, default=0.5,
                    help="stores between two reads of a warm chunk, as a share of capacity")
     p.add_argument("--interval", type=float, default=10.0)
-    p.add_argument("--server-log", action="append", default=[], metavar="[NAME=]PATH",
-                   help="a node's aerospike.log, for NSUP's refusals (repeatable; default: "
-                        "the loopback script's logs of the named nodes)")
-    p.add_argument("--event", action="append", default=[], metavar="ACTION:NODE@WHEN[:HOLD]",
-                   help="kill:NODE@0.4, restart:NODE@+30, pause:NODE@0.4:8, resume:NODE@12s;"
-                        " NODE a control name or `clock` (bench/cache_events.py)")
-    p.add_argument("--ctl", default=None, metavar="CMD",
-                   help="runs as `CMD ACTION NODE` (default scripts/aerospike-loopback.sh, or "
-                        "the test server's fixture-node info command against it)")
-    p.add_argument("--ctl-node", action="append", default=[], metavar="HOST:PORT=NAME",
-                   help="the control command's name for a node (default: the loopback "
-                        "script's by port)")
-    p.add_argument("--writer-clock", action="append", default=[], metavar="W:OFFSET",
-                   help="writer W under `faketime -m -f OFFSET`, e.g. 1:+30s (repeatable)")
+    events.add_options(p)
     p.add_argument("--json", help="write the figures here as JSON")
     p.add_argument("-o", action="append", default=[], metavar="KEY=VALUE",
                    help="an engine setting, passed to every writer's Connector")
     a = p.parse_args(argv)
-    try:
-        a.events = events.plan(a.event)
-        a.clocks = writer_clocks(a.writer_clock, a.writers)
-        a.ctl_nodes = [cluster.parse_ctl_node(t) for t in a.ctl_node]
-    except ValueError as e:
-        p.error(str(e))
+    events.parse_options(p, a)
     return a
 
 
