@@ -5,7 +5,7 @@
 #   make SAN=asan   build under build/asan with AddressSanitizer + UBSan
 #   make bench      run the engine-vs-libaerospike benchmark on the test server
 #
-# libaerospike comes from scripts/deps.sh (see README "Dependencies").
+# libaerospike comes from scripts/deps.sh (see docs/compatibility.md, "Dependencies").
 
 .DEFAULT_GOAL := all
 SAN ?=

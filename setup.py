@@ -1,6 +1,6 @@
 """Builds lmcache_aerospike._native: the C engine, its asynchronous layer and the
 CPython extension in one shared object, linked with libaerospike, which
-scripts/deps.sh finds or builds (see README, "Dependencies")."""
+scripts/deps.sh finds or builds (see docs/compatibility.md, "Dependencies")."""
 
 import glob
 import os

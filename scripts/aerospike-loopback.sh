@@ -2,7 +2,7 @@
 # Runs Aerospike servers on loopback for the real-server tests: one node, or a
 # three-node cluster (mesh heartbeat on 127.0.0.1, access-address 127.0.0.1,
 # distinct ports per node). It runs a server binary you already have; it builds
-# nothing (see README, "Testing against a real server").
+# nothing (see docs/testing.md).
 #
 #   ASD=/path/to/asd scripts/aerospike-loopback.sh ACTION NODE
 #
@@ -32,7 +32,7 @@
 # Configs, logs and pid files live in $AEROSPIKE_LOOPBACK_DIR (default
 # /tmp/aerospike-loopback). The namespaces are those of tests/aerospike-test.conf;
 # the cluster's have replication-factor 2. The tests call this script through
-# AEROSPIKE_TEST_CTL (README).
+# AEROSPIKE_TEST_CTL (docs/testing.md).
 set -euo pipefail
 action=${1:-}
 node=${2:-}

@@ -6,7 +6,7 @@ on another node, carrying the order on; the plan reads every node.
 
 Against the test server's cluster (tests/server/cluster.py) by default, or the
 real cluster AEROSPIKE_TEST_CLUSTER names, with AEROSPIKE_TEST_CTL to kill, pause
-and restart its nodes (README, "Testing against a real server").
+and restart its nodes (docs/testing.md).
 """
 
 import base64

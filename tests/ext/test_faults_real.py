@@ -6,7 +6,7 @@ during a load. In every case: typed errors or misses, never wrong bytes, no
 buffer or thread left behind, and the connector recovers by itself.
 
 These need servers this suite can stop and start, so they run only when told
-how (README, "Testing against a real server"):
+how (docs/testing.md):
 
     AEROSPIKE_TEST_CTL="scripts/aerospike-loopback.sh"   # ACTION NODE
     AEROSPIKE_TEST_HOSTS=127.0.0.1:3000  AEROSPIKE_TEST_CTL_NODE=single
@@ -60,7 +60,7 @@ def threads():
 
 def real_hosts(hosts):
     if not CTL or not hosts:
-        pytest.skip("needs AEROSPIKE_TEST_CTL and real servers (README)")
+        pytest.skip("needs AEROSPIKE_TEST_CTL and real servers (docs/testing.md)")
     if info(hosts, "fixture-reset") == "ok":
         pytest.skip("needs a real server, not the test server")
     return hosts
