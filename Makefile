@@ -33,9 +33,9 @@ ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/c/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/c/%.c=$(BUILD)/tests/%)
 TEST_LIB := $(BUILD)/tests/harness.o
-# bench/soak_*.c are parts of the soak, linked into it, not programs.
-BENCH_SRC := $(filter-out bench/soak_%.c,$(wildcard bench/*.c))
-BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+# bench/c/soak_*.c are parts of the soak, linked into it, not programs.
+BENCH_SRC := $(filter-out bench/c/soak_%.c,$(wildcard bench/c/*.c))
+BENCH_BIN := $(BENCH_SRC:bench/c/%.c=$(BUILD)/bench/%)
 
 .PHONY: all test bench clean
 all: $(BUILD)/liblmca.a $(TEST_BIN) $(BENCH_BIN)
@@ -57,13 +57,13 @@ $(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(TEST_LIB) $(BUILD)/liblmca.a
 
 # Objects before the library: a program's extra objects (soak's, below) come
 # after liblmca.a in $^ and would not pull in what only they call.
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/liblmca.a
+$(BUILD)/bench/%: $(BUILD)/bench/c/%.o $(BUILD)/liblmca.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(filter %.o,$^) $(filter-out %.o,$^) $(AS_LIBS) -o $@
 
 # The rule above links every prerequisite, this object included.
-$(BUILD)/bench/soak: $(BUILD)/bench/soak_workload.o
-$(BUILD)/bench/soak.o $(BUILD)/bench/soak_workload.o: bench/soak.h
+$(BUILD)/bench/soak: $(BUILD)/bench/c/soak_workload.o
+$(BUILD)/bench/c/soak.o $(BUILD)/bench/c/soak_workload.o: bench/c/soak.h
 
 test:
 	scripts/test.sh

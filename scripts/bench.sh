@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs bench/bench_engine, bench/bench_native.py and a short bench/cache_bench.py
+# Runs bench/bench_engine, bench/bench_native.py and a short bench/cache/cache_bench.py
 # against AEROSPIKE_TEST_HOSTS (a real server), or else against the protocol test
 # server started here. The test server is Python, so its figures say little about
 # Aerospike: they show that the benchmarks run and how the engine compares with plain
@@ -29,7 +29,7 @@ py=python3
 [ -x .venv/bin/python ] && py=.venv/bin/python
 "$py" setup.py -q build_ext --inplace >/dev/null
 PYTHONPATH=python "$py" bench/bench_native.py --chunks "${BENCH_CHUNKS:-32}"
-# The cache benchmark (bench/cache_bench.py): the namespace full, a stream of new
+# The cache benchmark (bench/cache/cache_bench.py): the namespace full, a stream of new
 # prefixes, our tier beside an exact LRU of the same budget and, when redis-server is
 # installed, LMCache's RESP client on it. On the test server the run checks the
 # harness only: it gets a server of its own with a small namespace that fills within
@@ -54,4 +54,4 @@ if [ -n "$pid" ]; then
 else
     cache+=(--hosts "$AEROSPIKE_TEST_HOSTS" --duration "${CACHE_SECONDS:-30}" --interval 5)
 fi
-PYTHONPATH=python "$py" bench/cache_bench.py "${cache[@]}"
+PYTHONPATH=python "$py" bench/cache/cache_bench.py "${cache[@]}"

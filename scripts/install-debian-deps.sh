@@ -3,7 +3,7 @@
 #   build: what libaerospike and the engine compile against
 #   test:  what the test runs use besides those (clang and its runtimes for the
 #          libFuzzer harnesses; faketime, for writers whose clocks are off)
-#   bench: build, plus redis-server (bench/side_by_side.py runs LMCache's RESP
+#   bench: build, plus redis-server (bench/peers/side_by_side.py runs LMCache's RESP
 #          adapter against it)
 #   wheels: what scripts/cross-deps.sh needs to fetch and build the wheels'
 #          static libraries (zig, their compiler, comes from PyPI)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the soak of the asynchronous layer (build/bench/soak, bench/soak.c)
+# Runs the soak of the asynchronous layer (build/bench/soak, bench/c/soak.c)
 # against AEROSPIKE_TEST_HOSTS, or else against the protocol test server
 # (tests/server), started here as scripts/test.sh starts it and stopped
 # afterwards. Arguments go to the soak as they are:

@@ -87,7 +87,7 @@ tests/fuzz/run.sh 2>&1 | tee "$tmp/out"
 tally "$tmp/out" tests/fuzz/run.sh
 
 # The asynchronous layer for a while: mixed batches, every hit checked, RSS
-# flat (bench/soak.c; scripts/soak.sh runs longer ones).
+# flat (bench/c/soak.c; scripts/soak.sh runs longer ones).
 echo "== soak: ${SOAK_SECONDS:-20} s"
 build/bench/soak -d "${SOAK_SECONDS:-20}" -i 5 -k 64 -t 60 2>&1 | tee "$tmp/out"
 tally "$tmp/out" build/bench/soak

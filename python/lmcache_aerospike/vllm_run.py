@@ -298,7 +298,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def lengths_arg(text: str) -> list[int]:
-    """"1024,4096": prompt lengths (argparse type; bench/vllm_ttft.py uses it too)."""
+    """"1024,4096": prompt lengths (argparse type; bench/engines/vllm_ttft.py uses it too)."""
     try:
         lengths = [int(x) for x in text.split(",")]
     except ValueError:

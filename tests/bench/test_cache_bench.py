@@ -1,4 +1,4 @@
-"""bench/cache_bench.py, the cache benchmark, and its parts: the trace generator
+"""bench/cache/cache_bench.py, the cache benchmark, and its parts: the trace generator
 (deterministic, shared system prompts share keys, a turn extends the previous prefix,
 Zipf skew, the hot set's period), the exact LRU simulation (budget, recency, a tiny
 trace counted by hand), the payload check (a swapped or foreign chunk is caught), and
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench"))  # the benchmark's modules are not a package
+sys.path.insert(0, str(REPO / "bench" / "cache"))  # the benchmark's modules are not a package
 
 import cache_lru  # noqa: E402
 import cache_payload  # noqa: E402
@@ -166,7 +166,7 @@ def test_the_payload_check_catches_swapped_foreign_and_stale_chunks(size):
 # ---------------------------------------------------------------------- end to end
 
 def test_a_short_run_reports_every_column_and_no_wrong_byte(aerospike_hosts, tmp_path):
-    cmd = [sys.executable, str(REPO / "bench" / "cache_bench.py"), "--hosts", aerospike_hosts,
+    cmd = [sys.executable, str(REPO / "bench" / "cache" / "cache_bench.py"), "--hosts", aerospike_hosts,
            "--budget-bytes", "4M", "--chunk", "256K", "--duration", "2", "--interval", "1",
            "--writers", "2", "--no-redis", "--latency-sizes", "256K", "--latency-gets", "3",
            "--out", str(tmp_path)]
@@ -194,7 +194,7 @@ def test_a_short_run_reports_every_column_and_no_wrong_byte(aerospike_hosts, tmp
 # ---------------------------------------------------------------------- matrix
 
 def _bench_doc(ours, lru, redis=None, storage="memory", objects=1000, used_pct=40.0):
-    """A cache_bench.json with the fields bench/cache_matrix.py reads."""
+    """A cache_bench.json with the fields bench/cache/cache_matrix.py reads."""
     settings = {"storage-engine.data-size": str(2 << 30)}
     if storage == "ssd":
         settings = {"storage-engine.data-size": None}

@@ -1,4 +1,4 @@
-"""The cache benchmarks on a cluster (bench/cache_cluster.py, cache_events.py,
+"""The cache benchmarks on a cluster (bench/cache/cache_cluster.py, cache_events.py,
 cache_faketime.py, cache_figures.py, cache_fill.py's figures, cluster_cases.py's
 table): the capacity of a cluster from its nodes' answers, the events' grammar and
 their thread, the clock record's partition and its master from `replicas` bitmaps,
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench"))  # the benchmark's modules are not a package
+sys.path.insert(0, str(REPO / "bench" / "cache"))  # the benchmark's modules are not a package
 
 import cache_cluster as cluster  # noqa: E402
 import cache_events as events  # noqa: E402
@@ -368,7 +368,7 @@ def test_a_short_fill_with_events_on_the_test_servers_cluster(tmp_path):
           "evict-hist-buckets=1000000")
     with launch.running_cluster(nodes=3, rf=2, args=["--namespace", ns]) as ports:
         out = tmp_path / "case.json"
-        cmd = [sys.executable, str(REPO / "bench" / "cache_fill.py"),
+        cmd = [sys.executable, str(REPO / "bench" / "cache" / "cache_fill.py"),
                "--hosts", f"127.0.0.1:{ports[0]}", "--writers", "2", "--chunk", "256K",
                "--factor", "1", "--interval", "2", "--event", "pause:clock@0.2:1",
                "--json", str(out)]
@@ -400,7 +400,7 @@ def test_a_short_cache_bench_with_an_event_reports_the_fill_figures(tmp_path):
           "evict-used-pct=50,stop-writes-used-pct=90,evict-tenths-pct=300,"
           "evict-hist-buckets=1000000")
     with launch.running_cluster(nodes=3, rf=2, args=["--namespace", ns]) as ports:
-        cmd = [sys.executable, str(REPO / "bench" / "cache_bench.py"),
+        cmd = [sys.executable, str(REPO / "bench" / "cache" / "cache_bench.py"),
                "--hosts", f"127.0.0.1:{ports[0]}", "--chunk", "256K", "--duration", "6",
                "--interval", "2", "--writers", "2", "--no-redis", "--no-latency",
                "--event", "pause:clock@0.3:1", "--json", str(tmp_path / "case.json"),

@@ -1,4 +1,4 @@
-"""bench/delayproxy: the delay proxy that bench/latency.sh puts between the
+"""bench/delayproxy: the delay proxy that bench/peers/latency.sh puts between the
 benchmarks and a server. It is checked against a small echo server in this
 file: bytes pass intact both ways, a round trip costs at least twice the delay
 (a lower bound is a correctness property; no upper bound on time is asserted,

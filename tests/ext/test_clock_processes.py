@@ -144,5 +144,5 @@ def test_no_wrong_bytes_and_little_debris(fill):
 
 def test_nsup_never_refuses_a_second(fill):
     if not fill["fixture"]:
-        pytest.skip("a real server's NSUP logs its refusals: bench/cache_fill.py --server-log")
+        pytest.skip("a real server's NSUP logs its refusals: bench/cache/cache_fill.py --server-log")
     assert fill["refusals"] == 0

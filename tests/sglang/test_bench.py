@@ -1,4 +1,4 @@
-"""bench/sglang_hicache.py runs (a small geometry, one round): every row's pages are
+"""bench/engines/sglang_hicache.py runs (a small geometry, one round): every row's pages are
 loaded and checked against the pages written, and the table has every row."""
 
 import importlib.util
@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench" / "sglang_hicache.py"
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench" / "engines" / "sglang_hicache.py"
 
 
 def test_the_benchmark_loads_and_checks_every_row(aerospike_hosts, tmp_path, capsys):

@@ -4,7 +4,7 @@
 # chunk of bytes D ms in each direction (this kernel has no netem, and loopback
 # hides round trips), and build/bench/bench_engine run through it for each D.
 #
-#   ASD=/path/to/asd bench/latency.sh
+#   ASD=/path/to/asd bench/peers/latency.sh
 #
 # The node is started with its access-port set to the proxy's port, so a client
 # seeded with the proxy learns the proxy as the node's address and every
@@ -17,7 +17,7 @@
 #   prefix mode (one thread: bench_engine's prefix mode is sequential), an
 #     lmca_prefix of 16 and 256 keys next to a header-only batch read, in us;
 #   l2 mode (not in the default MODES: minutes per delay), `lmcache bench l2`
-#     through bench/side_by_side.py for our native_plugin and LMCache's own
+#     through bench/peers/side_by_side.py for our native_plugin and LMCache's own
 #     Aerospike adapter, L2_SIZES chunks, with L2_FEW and L2_MANY submits in
 #     flight: store and load GB/s and ours/theirs;
 # and prints one table. The proxy and the node are stopped at exit.
@@ -38,7 +38,7 @@
 # L2_SIZES (4M,32M), L2_FEW (1), L2_MANY (8), L2_MIB (64 MiB per run).
 # About a minute at the defaults on an idle two-core machine.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
 
 DELAYS=${DELAYS:-0 0.1 0.5 2}
@@ -168,7 +168,7 @@ prefix() {
 # Aerospike adapter; rows from side_by_side's JSON.
 l2() {
     local out="$tmp/l2-$1-$3"
-    "$py" bench/side_by_side.py --hosts "$2" --adapters native_plugin,aerospike \
+    "$py" bench/peers/side_by_side.py --hosts "$2" --adapters native_plugin,aerospike \
         --sizes "$L2_SIZES" --rounds 1 --in-flight "$3" --mib-per-round "$L2_MIB" \
         --out "$out" >"$out.log" 2>&1 &
     bench_pid=$!

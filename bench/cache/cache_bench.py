@@ -2,7 +2,7 @@
 
 LMCache stores every new prefix and never deletes, so a remote tier is always full:
 it must keep accepting stores and keep the recent and the hot chunks. This replays a
-trace of multi-turn conversations (bench/cache_trace.py: shared system prompts, users
+trace of multi-turn conversations (bench/cache/cache_trace.py: shared system prompts, users
 with growing prefixes, Zipf popularity, a working set several times the namespace,
 several writer processes, each with its own client, a hot set re-read throughout)
 through
@@ -10,14 +10,14 @@ through
   ours       lmcache_aerospike._native.Connector, the asynchronous layer
              (submit_batch_prefix / _get / _set, completions on its event fd);
   exact LRU  a byte-accounted LRU simulation of the same budget on the same requests
-             (bench/cache_lru.py), beside every row;
+             (bench/cache/cache_lru.py), beside every row;
   redis      LMCache's native RESP client on a redis-server started here with
              maxmemory = the budget and maxmemory-policy allkeys-lru, on the same
              requests (skipped, with the reason, when redis-server or LMCache's RESP
              extension is missing, or with --no-redis).
 
 Each request looks up its chunks, loads the leading run of present ones and checks
-every byte (payloads are a function of the key: bench/cache_payload.py), and stores
+every byte (payloads are a function of the key: bench/cache/cache_payload.py), and stores
 every chunk that was not present. Every --interval it prints a row: stores ok /
 retried / dropped / failed (the engine's counters, those it has), hit ratio by chunk
 and by prefix token for the tier and for the LRU, the hot set's, server evictions, the
@@ -29,14 +29,14 @@ misses, 256 KiB / 4 MiB / 32 MiB). It writes cache_bench.{md,json} to --out and 
 
 The budget defaults to the namespace's capacity (data size x evict-used-pct, or
 stop-writes-used-pct when it does not evict, summed over the cluster's nodes, over the
-replication factor: bench/cache_cluster.py), and the set to a fresh lmca_bench_* one,
+replication factor: bench/cache/cache_cluster.py), and the set to a fresh lmca_bench_* one,
 truncated before and after.
 
-A cluster and events, as bench/cache_fill.py takes them: --hosts may name several
+A cluster and events, as bench/cache/cache_fill.py takes them: --hosts may name several
 seeds; --event kill:NODE@0.4 / restart:NODE@+30 / pause:NODE@0.4:8 act on a node
 during our run (a share of its requests, or of its duration; NODE a name of --ctl's
 command, or `clock`, the node that masters the shared clock's record:
-bench/cache_events.py), and --writer-clock W:OFFSET runs our writer W under faketime.
+bench/cache/cache_events.py), and --writer-clock W:OFFSET runs our writer W under faketime.
 Beside the hit ratios the run then reports cache_fill.py's figures for our tier
 (cache_report.summary): stores and drops by cause, failed set batches by error, the
 newest and oldest fifths, the hot set's re-reads after the first budget and its
@@ -49,14 +49,14 @@ A real-server run (CE 8.x on loopback, a 2 GiB namespace; redis-server from
 `scripts/install-debian-deps.sh bench`):
 
     ASD=/path/to/asd scripts/aerospike-loopback.sh start bench      # 127.0.0.1:3200
-    .venv/bin/python bench/cache_bench.py --hosts 127.0.0.1:3200 --duration 300 \\
+    .venv/bin/python bench/cache/cache_bench.py --hosts 127.0.0.1:3200 --duration 300 \\
         --chunk 4M --working-set-factor 4 --writers 4 --interval 10
-    .venv/bin/python bench/cache_bench.py --hosts 127.0.0.1:3200 --latency-only
+    .venv/bin/python bench/cache/cache_bench.py --hosts 127.0.0.1:3200 --latency-only
     # an engine setting under trial, passed through to the Connector:
-    .venv/bin/python bench/cache_bench.py --hosts 127.0.0.1:3200 -o default_ttl_seconds=3600
+    .venv/bin/python bench/cache/cache_bench.py --hosts 127.0.0.1:3200 -o default_ttl_seconds=3600
     # the three-node cache cluster (cache0-2: replication-factor 2), the clock's node
     # paused for 8 s at 40 % of the run, a writer 30 s ahead:
-    .venv/bin/python bench/cache_bench.py --hosts 127.0.0.1:3600,127.0.0.1:3610 \
+    .venv/bin/python bench/cache/cache_bench.py --hosts 127.0.0.1:3600,127.0.0.1:3610 \
         --duration 120 --chunk 1M --writers 4 --no-redis --event pause:clock@0.4:8 \
         --writer-clock 1:+30s --json /tmp/bench-case.json
 
@@ -86,6 +86,7 @@ from cache_run import Limits, Run
 from cache_trace import TraceConfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.append(os.path.join(HERE, "..", "peers"))  # side_by_side starts redis-server
 KIB, MIB, GIB = 1024, 1024 * 1024, 1024 ** 3
 LATENCY_KEYS = 4  # distinct chunks per size the latency gets cycle over
 # What decides whether a full namespace evicts or refuses writes, for the report.
@@ -164,7 +165,7 @@ def parse_args(argv=None):
     p.add_argument("--latency-namespace", default=None, help="default: --namespace")
     p.add_argument("-o", dest="settings", action="append", type=parse_setting, default=[],
                    metavar="KEY=VALUE", help="engine setting for the Connector (repeatable)")
-    p.add_argument("--out", default=os.path.join(HERE, "results"))
+    p.add_argument("--out", default=os.path.join(HERE, "..", "results"))
     p.add_argument("--json", help="also write the case's figures (cache_fill.py's, the hit "
                               "ratios beside them) as one JSON document here")
     events.add_options(p)  # a cluster and events during our run
@@ -319,7 +320,7 @@ def run_ours(args, doc, nonce):
 
 def start_redis_tier(args, workdir, budget):
     """(redis-server process, Redis tier) or raises side_by_side.Unavailable."""
-    import side_by_side  # starts redis-server as bench/side_by_side.py does
+    import side_by_side  # starts redis-server as bench/peers/side_by_side.py does
 
     try:
         from lmcache.lmcache_redis import LMCacheRedisClient  # noqa: F401

@@ -19,7 +19,7 @@
  * so) and the fd stays quiet for a second, that is a lost wakeup: counted, and
  * drained anyway so that the run goes on.
  *
- * bench/soak_workload.c plans the batches, writes their payloads from a fixed
+ * bench/c/soak_workload.c plans the batches, writes their payloads from a fixed
  * buffer arena and checks every GET hit against what its own header claims (its
  * opening comment says how); this file drives the pool and reports.
  *

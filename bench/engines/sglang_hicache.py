@@ -1,7 +1,7 @@
 """SGLang HiCache's storage calls at 64 pages: our backend beside SGLang's own `file`
 backend, in one run.
 
-    .venv-sglang/bin/python bench/sglang_hicache.py --hosts 127.0.0.1:3000 [--pages 64]
+    .venv-sglang/bin/python bench/engines/sglang_hicache.py --hosts 127.0.0.1:3000 [--pages 64]
 
 Both backends are built by SGLang's StorageBackendFactory and driven by the
 functions of SGLang's HiCacheController that call them (managers/cache_controller.py):

@@ -4,7 +4,7 @@ Runs `lmcache bench l2 --no-skip-verify` for, by default, four adapters:
 
   native_plugin  ours: LMCache's NativeConnectorL2Adapter over lmcache_aerospike._native
   plugin         ours: lmcache_aerospike.l2.AerospikeL2Adapter
-  aerospike      LMCache's own Aerospike adapter (C++), built by bench/peers.sh from
+  aerospike      LMCache's own Aerospike adapter (C++), built by bench/peers/peers.sh from
                  the pinned LMCache sdist against our libaerospike
   resp           LMCache's RESP adapter (C++) on a redis-server this script starts
 
@@ -16,7 +16,7 @@ native_plugin. A peer that cannot be built or started is skipped, and the tables
 why. The Aerospike server is yours to start (e.g. `ASD=... scripts/aerospike-loopback.sh
 start bench` for 127.0.0.1:3200); each run's set is truncated afterwards.
 
-    .venv/bin/python bench/side_by_side.py --hosts 127.0.0.1:3200 \\
+    .venv/bin/python bench/peers/side_by_side.py --hosts 127.0.0.1:3200 \\
         [--rounds 3] [--sizes 256K,1M,4M,16M,32M] [--out bench/results]
 """
 
@@ -32,7 +32,7 @@ import tempfile
 import time
 import uuid
 
-import l2run  # bench/l2run.py: runs `lmcache bench l2` and reads its report
+import l2run  # bench/peers/l2run.py: runs `lmcache bench l2` and reads its report
 from lmcache_aerospike import mp_server  # our two adapters' --l2-adapter JSON
 import side_by_side_report as report
 
@@ -65,12 +65,12 @@ def spec(name, ctx, setname):
 
 
 def build_aerospike_peer():
-    """Runs bench/peers.sh (a no-op once built); returns the directory holding
+    """Runs bench/peers/peers.sh (a no-op once built); returns the directory holding
     lmcache_aerospike*.so, to be added to the `lmcache` package's path."""
     out = subprocess.run([os.path.join(HERE, "peers.sh")], capture_output=True, text=True,
                          env={**os.environ, "PYTHON": sys.executable})
     if out.returncode != 0:
-        lines = out.stderr.strip().splitlines() or ["bench/peers.sh failed"]
+        lines = out.stderr.strip().splitlines() or ["bench/peers/peers.sh failed"]
         raise Unavailable(lines[-1].removeprefix("peers.sh: "))
     return out.stdout.strip().splitlines()[-1]
 
@@ -236,7 +236,7 @@ def parse_args():
     p.add_argument("--in-flight", type=int, default=2)
     p.add_argument("--bench-rounds", type=int, default=3,
                    help="lmcache bench l2 --rounds (after 1 warmup round; default 3)")
-    p.add_argument("--out", default=os.path.join(HERE, "results"))
+    p.add_argument("--out", default=os.path.join(HERE, "..", "results"))
     args = p.parse_args()
     if not args.hosts:
         p.error("no Aerospike server: pass --hosts HOST:PORT or set AEROSPIKE_TEST_HOSTS "

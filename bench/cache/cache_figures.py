@@ -1,8 +1,8 @@
-"""Figures both cache benchmarks (bench/cache_fill.py, bench/cache_bench.py) report per
+"""Figures both cache benchmarks (bench/cache/cache_fill.py, bench/cache/cache_bench.py) report per
 case, from what their writers and the servers said: stores dropped by cause, the
 slowest puts, each writer's own clocks, the shared clock's round trips, NSUP's
 refusals per node (from each node's log), and the JSON summary a driver
-(bench/cluster_cases.py) puts in one table.
+(bench/cache/cluster_cases.py) puts in one table.
 """
 
 import calendar

@@ -1,7 +1,7 @@
 /*
  * soak_workload.c - what the soak asks of the engine and what it accepts back:
  * the batches it plans, the buffers they use and the payloads they carry, and
- * the check of every GET hit. bench/soak.c drives the pool with these.
+ * the check of every GET hit. bench/c/soak.c drives the pool with these.
  *
  * Verification without history. The payload a SET writes for key i at its
  * generation g (a per-key count of submitted SETs) is a function of (i, g, size):

@@ -1,4 +1,4 @@
-"""Chunk payloads that bench/cache_bench.py can check byte for byte without keeping them.
+"""Chunk payloads that bench/cache/cache_bench.py can check byte for byte without keeping them.
 
 A chunk's bytes are a function of (run nonce, key): a 64-byte block from blake2b of the
 two, repeated, with each block's index XORed into its first 8 bytes. So

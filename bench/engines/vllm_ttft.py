@@ -1,6 +1,6 @@
 """Time to first token with vLLM on the CPU, cold and after a restart, per tier.
 
-    .venv-vllm/bin/python bench/vllm_ttft.py --hosts 127.0.0.1:3000 [--lengths 1024,4096,16384]
+    .venv-vllm/bin/python bench/engines/vllm_ttft.py --hosts 127.0.0.1:3000 [--lengths 1024,4096,16384]
 
 Tiers, each in sets (or a redis-server) of its own:
   inprocess  LMCache's engine inside vLLM (LMCacheConnectorV1), our RemoteConnector
@@ -35,9 +35,10 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent / "peers"), str(HERE.parent / "cache")]
 
-import side_by_side  # noqa: E402  (starts redis-server as bench/side_by_side.py does)
+import side_by_side  # noqa: E402  (starts redis-server as bench/peers/side_by_side.py does)
 from cache_backends import truncate  # noqa: E402
 from lmcache_aerospike import _native, mp_server, vllm_run  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""bench/cache_bench.py's outputs: the per-interval line it prints, and
+"""bench/cache/cache_bench.py's outputs: the per-interval line it prints, and
 cache_bench.json and cache_bench.md in --out."""
 
 import json
@@ -163,10 +163,10 @@ def totals_rows(runs):
 # ------------------------------------------------------------------------ per case
 
 def summary(doc):
-    """Our run's figures as bench/cache_fill.py reports them (stores and drops by
+    """Our run's figures as bench/cache/cache_fill.py reports them (stores and drops by
     cause, the newest and oldest fifths, the warm set, the slowest set batch, each
     writer's clocks, NSUP per node, debris, wrong bytes, events), the hit ratios
-    beside them: the document --json writes, one case of bench/cluster_cases.py's."""
+    beside them: the document --json writes, one case of bench/cache/cluster_cases.py's."""
     c, t = doc["config"], doc["runs"]["ours"]["totals"]
     e, d = t["engine"], t.get("debris") or {}
     stored, failed = both(t, "stored_ok"), both(t, "store_failed")

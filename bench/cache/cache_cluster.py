@@ -1,4 +1,4 @@
-"""What the cache benchmarks (bench/cache_fill.py, bench/cache_bench.py) know of a
+"""What the cache benchmarks (bench/cache/cache_fill.py, bench/cache/cache_bench.py) know of a
 cluster: its capacity, its nodes and the names a control command knows them by, which
 node masters the shared clock's record, and whether the cluster is whole.
 

@@ -1,5 +1,5 @@
 /*
- * soak.h - what bench/soak.c and bench/soak_workload.c share: the soak's
+ * soak.h - what bench/c/soak.c and bench/c/soak_workload.c share: the soak's
  * options and state. soak.c drives the pool (submits, waits, drains) and
  * reports; soak_workload.c plans the batches, writes their payloads and checks
  * what GET hits return. See soak.c for the soak as a whole.

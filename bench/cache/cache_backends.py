@@ -1,4 +1,4 @@
-"""The tiers bench/cache_bench.py drives, behind one small interface:
+"""The tiers bench/cache/cache_bench.py drives, behind one small interface:
 
     lookup(keys) -> [present]      get(keys, bufs) -> [hit]      set(keys, bufs) -> [ok]
     engine_counters() -> {name: n}  server_counters() -> {name: n}  debris() -> dict | None
@@ -105,7 +105,7 @@ class Ours:
         self.timeout = timeout
 
     def spawn_spec(self):
-        """How a writer process builds a client of its own (bench/cache_run.py)."""
+        """How a writer process builds a client of its own (bench/cache/cache_run.py)."""
         return ("cache_backends", "Ours", (self.settings, self.timeout))
 
     def _call(self, method, keys, *rest):

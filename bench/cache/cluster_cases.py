@@ -1,4 +1,4 @@
-"""bench/cache_fill.py over the cluster cases of a matrix, in one markdown table: does
+"""bench/cache/cache_fill.py over the cluster cases of a matrix, in one markdown table: does
 the tier keep taking stores and keep the newest when a node dies, stalls or comes
 back full, and when writers' wall clocks are off?
 
@@ -23,7 +23,7 @@ script starts a node again from them.
 
     export ASD=... LOOPBACK_DATA_SIZE=2G
     for n in cache0 cache1 cache2; do scripts/aerospike-loopback.sh start $n; done
-    .venv/bin/python bench/cluster_cases.py --hosts 127.0.0.1:3600,127.0.0.1:3610 \\
+    .venv/bin/python bench/cache/cluster_cases.py --hosts 127.0.0.1:3600,127.0.0.1:3610 \\
         --out bench/results/cluster [--shapes 4x1M,4x4M,8x256K] [--cases plain,kill] \\
         [--factor 5] [-- ARGS FOR cache_fill.py]
 """
@@ -35,7 +35,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, HERE)
 
 import cache_cluster as cluster  # noqa: E402
@@ -210,7 +210,7 @@ def write_table(a, summaries):
     nodes = next((s["nodes"] for s in summaries if "nodes" in s), [])
     with open(path, "w") as f:
         f.write("# Cache fill on a cluster, with events\n\n"
-                f"`bench/cluster_cases.py` against {a.hosts} "
+                f"`bench/cache/cluster_cases.py` against {a.hosts} "
                 f"({', '.join(str(n.get('name') or n['address']) for n in nodes)}), "
                 f"{a.factor:g}x the capacity offered per case. Stores in the order they "
                 "returned; dropped by the engines' causes; own clocks: places made with no "

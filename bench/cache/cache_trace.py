@@ -1,4 +1,4 @@
-"""The request trace of bench/cache_bench.py: multi-turn conversations as LMCache sees
+"""The request trace of bench/cache/cache_bench.py: multi-turn conversations as LMCache sees
 them, deterministic from a seed (no I/O, no clock).
 
 What a request is. LMCache cuts a request's tokens into chunks and names chunk i by a

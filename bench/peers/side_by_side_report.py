@@ -1,4 +1,4 @@
-"""bench/side_by_side.py's outputs: side_by_side.json, side_by_side.md, side_by_side.png."""
+"""bench/peers/side_by_side.py's outputs: side_by_side.json, side_by_side.md, side_by_side.png."""
 
 import datetime
 import importlib.metadata

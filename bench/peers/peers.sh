@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Builds LMCache's own Aerospike L2 adapter extension (`lmcache.lmcache_aerospike`,
 # which the lmcache wheel does not ship) from the pinned LMCache source distribution,
-# against our libaerospike (.deps/aerospike.mk), for bench/side_by_side.py.
+# against our libaerospike (.deps/aerospike.mk), for bench/peers/side_by_side.py.
 #
-#   bench/peers.sh        prints the directory to add to the `lmcache` package's path
+#   bench/peers/peers.sh        prints the directory to add to the `lmcache` package's path
 #
 # Output goes to ${LMCA_PEERS_DIR:-$HOME/.cache/lmcache-aerospike/peers}/lmcache-VERSION/
 # (never inside the repo), holding lmcache/lmcache_aerospike<EXT_SUFFIX>. Idempotent:
 # a build whose stamp matches (LMCache version, libaerospike, Python ABI) is reused.
 # When it cannot build, it prints one sentence saying why and exits non-zero.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 py=${PYTHON:-$top/.venv/bin/python}
 fail() { echo "peers.sh: $*" >&2; exit 1; }
 

@@ -1,4 +1,4 @@
-"""Events during a cache benchmark's run (bench/cache_fill.py, bench/cache_bench.py): a
+"""Events during a cache benchmark's run (bench/cache/cache_fill.py, bench/cache/cache_bench.py): a
 node killed, paused, resumed or started again at a point of the run, by a thread of
 the parent process, with the time each was applied recorded for the report.
 
@@ -40,7 +40,7 @@ from cache_cluster import clock_master, info_at, parse_ctl_node
 from cache_faketime import writer_clocks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_CTL = os.path.join(HERE, "..", "scripts", "aerospike-loopback.sh")
+DEFAULT_CTL = os.path.join(HERE, "..", "..", "scripts", "aerospike-loopback.sh")
 ACTIONS = ("kill", "pause", "resume", "restart")
 RESTORING = ("resume", "restart")
 SCRIPT_VERB = {"kill": "kill", "pause": "pause", "resume": "resume", "restart": "start"}
@@ -250,7 +250,7 @@ def add_options(p):
     writers' clocks, the nodes' logs (parse_options reads them)."""
     p.add_argument("--event", action="append", default=[], metavar="ACTION:NODE@WHEN[:HOLD]",
                    help="kill:NODE@0.4, restart:NODE@+30, pause:NODE@0.4:8, resume:NODE@12s;"
-                        " NODE a control name or `clock` (bench/cache_events.py)")
+                        " NODE a control name or `clock` (bench/cache/cache_events.py)")
     p.add_argument("--ctl", default=None, metavar="CMD",
                    help="runs as `CMD ACTION NODE` (default scripts/aerospike-loopback.sh, or "
                         "the test server's fixture-node info command against it)")

@@ -10,18 +10,18 @@ Each of --writers processes opens its own Connector (as a vLLM worker or an
 until, together, --factor times the capacity has been offered, printing a row every
 --interval seconds. The capacity is the cluster's: every node's data size x
 evict-used-pct (or x stop-writes-used-pct without eviction), summed, over the
-replication factor (bench/cache_cluster.py). Before the fill, writer 0 stores a warm
+replication factor (bench/cache/cache_cluster.py). Before the fill, writer 0 stores a warm
 set; the writers then read one warm chunk, round robin, every 16 stores between them,
 so each warm chunk is read again after --warm-distance of the capacity in stores (0 =
 no warm set). An LRU of the capacity hits every such read.
 
-Events (bench/cache_events.py): --event kill:NODE@0.4 kills a node once 40 % of the
+Events (bench/cache/cache_events.py): --event kill:NODE@0.4 kills a node once 40 % of the
 offered stores are done, restart:NODE@+30 starts it again 30 s later, pause:NODE@0.4:8
 stops it for 8 s; NODE is a name of the control command (--ctl, default
 scripts/aerospike-loopback.sh; the loopback nodes are named by port, --ctl-node
 HOST:PORT=NAME for others) or `clock`, the node that masters the shared clock's
 record. --writer-clock W:OFFSET runs writer W under `faketime -m -f OFFSET` (a host
-whose wall clock is off; bench/cache_faketime.py).
+whose wall clock is off; bench/cache/cache_faketime.py).
 
 Then, with no touch of any kind and newest first, every chunk is read back, and
 the run reports, in the order the stores returned (time.monotonic(), one clock for
@@ -36,11 +36,11 @@ clock_fallbacks), the shared clock's round trips per store and per second, what 
 server did (evictions; NSUP's refusing cycles per node and the longest run of them,
 from each node's log: --server-log [NAME=]PATH, or the loopback script's logs of the
 named nodes) and the events with their times. --json PATH writes all of it as one
-JSON document (bench/cluster_cases.py puts many in one table). DESIGN.md, "A cache
+JSON document (bench/cache/cluster_cases.py puts many in one table). DESIGN.md, "A cache
 that stays full", has the results for the README's recipes.
 
     ASD=... LOOPBACK_DATA_SIZE=2G scripts/aerospike-loopback.sh start cache
-    .venv/bin/python bench/cache_fill.py --hosts 127.0.0.1:3400 --writers 4 --chunk 256K \\
+    .venv/bin/python bench/cache/cache_fill.py --hosts 127.0.0.1:3400 --writers 4 --chunk 256K \\
         --server-log /tmp/aerospike-loopback/node-cache/aerospike.log
         [--factor 5] [--warm-distance 0.5] [-o shared_clock=false]   # a setting under trial
 
@@ -48,7 +48,7 @@ that stays full", has the results for the README's recipes.
     # and started again 30 s later, two writers on clocks 30 s ahead and 5 min behind:
     export ASD=... LOOPBACK_DATA_SIZE=2G   # restart:NODE starts it again from these
     for n in cache0 cache1 cache2; do scripts/aerospike-loopback.sh start $n; done
-    .venv/bin/python bench/cache_fill.py --hosts 127.0.0.1:3600,127.0.0.1:3610 \\
+    .venv/bin/python bench/cache/cache_fill.py --hosts 127.0.0.1:3600,127.0.0.1:3610 \\
         --writers 4 --chunk 1M --event kill:clock@0.4 --event restart:clock@+30 \\
         --writer-clock 1:+30s --writer-clock 2:-300s --json /tmp/case.json
 """
@@ -63,7 +63,7 @@ import time
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, HERE)
 from lmcache_aerospike import _native  # noqa: E402
 
@@ -129,7 +129,7 @@ def rss_mib():
 class Shared:
     """What the writers share: the stores offered and done, the warm set's next chunk,
     who is connected, the start, and the queue of results. A spawned writer inherits
-    it; a writer under faketime calls it through its socket (bench/cache_faketime.py)."""
+    it; a writer under faketime calls it through its socket (bench/cache/cache_faketime.py)."""
 
     def __init__(self, ctx):
         self.offered, self.done, self.warm_next, self.ready = (ctx.Value("q", 0)

@@ -1,8 +1,8 @@
-"""Several bench/cache_bench.py runs side by side: one row per case (namespace, chunk
+"""Several bench/cache/cache_bench.py runs side by side: one row per case (namespace, chunk
 size), each tier's hit ratio by prefix token against the exact LRU of the same budget
 on the same requests, requests a second, and what the namespace held at the end.
 
-    python bench/cache_matrix.py --out DIR RUN_DIR [RUN_DIR ...]
+    python bench/cache/cache_matrix.py --out DIR RUN_DIR [RUN_DIR ...]
 
 RUN_DIR: a cache_bench.py --out folder (cache_bench.json in it). What the namespace
 held is its data used and its records in our run's last interval (before the run

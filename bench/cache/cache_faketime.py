@@ -16,7 +16,7 @@ alone, as on a host whose wall clock is wrong, and the benchmarks order every
 writer's stores by time.monotonic(), which is one clock for every process of the
 host.
 
-    python bench/cache_faketime.py FD      (run by FaketimeProcess, not by hand)
+    python bench/cache/cache_faketime.py FD      (run by FaketimeProcess, not by hand)
 """
 
 import importlib

@@ -1,5 +1,5 @@
-"""An exact LRU cache of a byte budget, run on bench/cache_trace.py's requests: the
-yardstick bench/cache_bench.py puts next to the real tiers.
+"""An exact LRU cache of a byte budget, run on bench/cache/cache_trace.py's requests: the
+yardstick bench/cache/cache_bench.py puts next to the real tiers.
 
 A request is served the way the benchmark serves it on a real tier: look up every
 chunk; the leading run of present chunks is the prefix LMCache can use, and it is

@@ -5,7 +5,7 @@ Runs `lmcache bench l2 --no-skip-verify` for `plugin` (lmcache_aerospike.l2) and
 each, and prints the best throughput of each operation and the ratio plugin /
 native_plugin. Any verification failure aborts.
 
-    AEROSPIKE_TEST_HOSTS=127.0.0.1:3000 .venv/bin/python bench/bench_l2.py \
+    AEROSPIKE_TEST_HOSTS=127.0.0.1:3000 .venv/bin/python bench/peers/bench_l2.py \
         [--repeats 3] [--data-size-kb 4096] [--num-keys 16] [--in-flight 4]
 """
 
@@ -14,7 +14,7 @@ import os
 import sys
 import uuid
 
-import l2run  # bench/l2run.py: runs `lmcache bench l2` and reads its report
+import l2run  # bench/peers/l2run.py: runs `lmcache bench l2` and reads its report
 
 
 def spec(kind, hosts, setname):

@@ -1,4 +1,4 @@
-"""One cache run of bench/cache_bench.py: a trace replayed through one tier by several
+"""One cache run of bench/cache/cache_bench.py: a trace replayed through one tier by several
 writer processes, the exact LRU simulation fed the same requests, a row per interval,
 and the end-of-run checks.
 
@@ -14,8 +14,8 @@ sends back the outcome, the chunks it stored and its client's counters, which a
 collector thread tallies against the simulation's outcome for the same request.
 
 A writer given a wall clock of its own (--writer-clock W:OFFSET) runs under faketime
-and reaches its queues through a socket (bench/cache_faketime.py). Events (a node
-killed, paused, restarted: bench/cache_events.py) run on a thread of the parent from
+and reaches its queues through a socket (bench/cache/cache_faketime.py). Events (a node
+killed, paused, restarted: bench/cache/cache_events.py) run on a thread of the parent from
 the run's start, their share of the run being its requests, or else its duration.
 """
 

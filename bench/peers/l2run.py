@@ -19,7 +19,7 @@ import time
 # added to the `lmcache` package's search path first: LMCache's own Aerospike adapter
 # imports `lmcache.lmcache_aerospike`, a compiled module its wheel does not ship, and
 # `lmcache` is a regular package, so PYTHONPATH alone cannot add a submodule to it.
-# bench/peers.sh builds that module into a directory outside the repo.
+# bench/peers/peers.sh builds that module into a directory outside the repo.
 _LAUNCH = """\
 import sys
 import lmcache
