@@ -8,6 +8,10 @@ import tempfile
 import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The test server is Python alone: under scripts/test.sh's ASan run it would inherit
+# the sanitizers, and LeakSanitizer would report the objects of its threads, alive
+# when it is terminated, as leaks of the run.
+_SANITIZER_ENV = ("LD_PRELOAD", "ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS", "PYTHONMALLOC")
 
 
 @contextlib.contextmanager
@@ -20,6 +24,7 @@ def _started(args, timeout):
             [sys.executable, "-m", "tests.server", "--port", "0", "--port-file", port_file,
              *args],
             cwd=REPO_ROOT,
+            env={k: v for k, v in os.environ.items() if k not in _SANITIZER_ENV},
         )
         try:
             deadline = time.time() + timeout
