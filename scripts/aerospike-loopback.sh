@@ -120,7 +120,7 @@ service {
     # Each client connection is served by one service thread. With the default
     # (one per core: 2 here) two busy connections often share a thread and are
     # served one after the other, which halved 2-thread 1 MiB gets (DESIGN.md,
-    # "The fast path"). A real server has a core per thread; 8 stands in for that.
+    # "The fast path"; docs/measurements.md). A real server has a core per thread; 8 stand in.
     service-threads ${LOOPBACK_SERVICE_THREADS:-8}
     node-id $(case "$node" in single) echo a10 ;; bench) echo b1 ;; pack) echo c1 ;; cache) echo d1 ;; ssd) echo e1 ;; cache[012]) echo "f$((${node#cache} + 1))" ;; ssd[012]) echo "f$((${node#ssd} + 4))" ;; *) echo "a$((node + 1))" ;; esac)
     work-directory $dir/work

@@ -10,7 +10,7 @@
 # symbol lists, so nothing built here can ask for a newer symbol version than
 # 2.28 (a newer symbol fails the link); and it cross-compiles, so both wheels
 # come from this one x86_64 machine. DESIGN.md ("Wheels for old glibc and
-# aarch64") says why zig and what each step costs.
+# aarch64") and docs/design-wheels.md say why zig; docs/measurements.md what each step costs.
 #
 # The sources come from Debian's pool (upstream's own tarballs, which Debian
 # keeps as .orig.tar.*; GitHub and openssl.org are not reachable from CI) and

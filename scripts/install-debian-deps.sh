@@ -21,8 +21,8 @@ bench) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config redis-
 *) echo "usage: $0 build|test|bench|wheels|emulation" >&2; exit 2 ;;
 esac
 # Elsewhere (RHEL, SUSE, ...: a source build from the sdist) nothing is installed
-# here; the build then needs the same things by that distribution's names (README,
-# "Install").
+# here; the build then needs the same things by that distribution's names
+# (docs/install.md, "Building from the sdist").
 if ! command -v dpkg-query >/dev/null; then
     echo "not a Debian system: make sure the equivalents of these are installed: $pkgs" >&2
     exit 0

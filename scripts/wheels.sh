@@ -9,7 +9,7 @@
 # 3.10, 3.11, 3.12 and 3.13, all of which must be found. LMCA_WHEEL_ARCHS (default
 # "x86_64 aarch64") picks the architectures.
 #
-# How (DESIGN.md, "Wheels for old glibc and aarch64", says why and what it costs):
+# How (docs/design-wheels.md says why, docs/measurements.md what it costs):
 #   - scripts/cross-deps.sh builds zlib, libyaml, OpenSSL and libaerospike as
 #     static libraries per architecture with `zig cc -target <arch>-linux-gnu.2.28`
 #     (PyPI's ziglang): linked against glibc 2.28's symbol lists, cross-compiled;
@@ -75,7 +75,7 @@ cflags=(-std=c11 -fPIC -fvisibility=hidden -Wall -Wextra -Wno-missing-field-init
 
 # The headers of CPython $2 for arch $1. Only pyconfig.h differs between
 # architectures, and between Debian's x86_64 and arm64 builds of 3.11 and 3.13 in
-# only these four lines (DESIGN.md): the x87 asm macros, which declare nothing
+# only these four lines (docs/design-wheels.md): the x87 asm macros, which declare nothing
 # the extension uses, wchar_t's usability (which only includes <wchar.h>) and the
 # support tier. So the aarch64 headers are this Python's with pyconfig.h saying
 # what an arm64 build's says.

@@ -4,10 +4,10 @@ AEROSPIKE_TEST_HOSTS names a real server (set up as tests/aerospike-test.conf
 says); without it a protocol test server (tests/server) is started for the session
 on a free loopback port.
 
-`aerospike_cluster` is a cluster: AEROSPIKE_TEST_CLUSTER names a real one (README,
-"Testing against a real server"); without it a fixture cluster of three nodes with
-replication factor 2 runs for the session. `cluster_ctl` kills, pauses, resumes and
-restarts one of its nodes, on either.
+`aerospike_cluster` is a cluster: AEROSPIKE_TEST_CLUSTER names a real one
+(docs/testing.md, "Against a real server"); without it a fixture cluster of three
+nodes with replication factor 2 runs for the session. `cluster_ctl` kills, pauses,
+resumes and restarts one of its nodes, on either.
 """
 
 import os

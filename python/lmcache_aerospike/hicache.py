@@ -7,7 +7,7 @@
             "class_name": "AerospikeHiCacheStorage",
             "interface_v1": 1, "hosts": "127.0.0.1:3000"}'
 
-Every other key of the extra config is a setting of `Settings` (README,
+Every other key of the extra config is a setting of `Settings` (docs/surfaces.md,
 "Settings"), with the same environment fallbacks as on LMCache's surfaces.
 
 Facts of sglang 0.5.23 this rests on (python/sglang/srt/...):

@@ -20,7 +20,7 @@ lmca_config_init(lmca_config_t *cfg)
     cfg->target_segment_bytes = 2 * LMCA__MIB;
     cfg->min_segment_bytes = 64 * LMCA__KIB;
     /* Above this size a batch read is slower than parallel single-record reads
-       on a real server (DESIGN.md, "Batch or single"). */
+       on a real server (DESIGN.md, "Batch calls only for small records"). */
     cfg->batch_threshold_bytes = 128 * LMCA__KIB;
     cfg->default_ttl_seconds = 86400;
     cfg->read_timeout_ms = 1000;

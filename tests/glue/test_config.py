@@ -22,7 +22,7 @@ FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
 ENGINE = [n for n, f in FIELDS.items() if f.metadata["engine"]]
 GLUE = [n for n, f in FIELDS.items() if not f.metadata["engine"]]
 
-# The defaults this project promises (README, spec 4.5.2, the engine's config.c).
+# The defaults this project promises (README and docs/, spec 4.5.2, the engine's config.c).
 DEFAULTS = {
     "namespace": "lmcache", "set": "kv_chunks", "target_segment_bytes": 2097152,
     "max_segment_bytes": 0, "min_segment_bytes": 65536,

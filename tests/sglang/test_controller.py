@@ -6,8 +6,8 @@ over fresh host memory (a restarted server) finds them with its query thread and
 loads them with its IO thread. What runs is SGLang's code: the factory, the page
 hashes, batch_exists, batch_get_v1/batch_set_v1 (or, without interface_v1, its
 copy path), the rank reductions and the acks. Only the model is absent: SGLang's
-CPU engine needs sgl-kernel's CPU build, which PyPI does not ship (README,
-"With SGLang")."""
+CPU engine needs sgl-kernel's CPU build, which PyPI does not ship (docs/surfaces.md,
+"SGLang on a CPU-only machine")."""
 
 import pytest
 

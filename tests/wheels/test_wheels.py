@@ -17,8 +17,9 @@ the platform it names would see it:
 - and the sdist: it holds what a build needs, and it builds a wheel that works.
 
 scripts/test.sh builds the wheels and runs this module after the rest; with no
-wheel there it fails, it does not skip. README ("Install") says how to run the
-emulated test for another Python, and the native ones on an aarch64 machine.
+wheel there it fails, it does not skip. docs/install.md ("Testing the wheels beyond
+CI") says how to run the emulated test for another Python, and the native ones on an
+aarch64 machine.
 """
 
 import hashlib
