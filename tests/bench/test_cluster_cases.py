@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.server.launch import running_cluster
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench" / "cache"))  # the benchmark's modules are not a package
 
@@ -358,15 +360,13 @@ def test_a_writer_under_faketime_has_its_wall_clock_off_and_the_hosts_monotonic_
 
 # ---------------------------------------------------------------------- end to end
 
-def test_a_short_fill_with_events_on_the_test_servers_cluster(tmp_path):
-    from tests.server import launch
+# The README's memory recipe, small, on every node of the test server's cluster.
+CACHE_NS = ("lmcache:max-record-size=8M,nsup-period=1,default-ttl=0,data-size=32M,"
+            "evict-used-pct=50,stop-writes-used-pct=90,evict-tenths-pct=300,"
+            "evict-hist-buckets=1000000")
 
-    if not hasattr(launch, "running_cluster"):
-        pytest.skip("the test server has no cluster mode")
-    ns = ("lmcache:max-record-size=8M,nsup-period=1,default-ttl=0,data-size=32M,"
-          "evict-used-pct=50,stop-writes-used-pct=90,evict-tenths-pct=300,"
-          "evict-hist-buckets=1000000")
-    with launch.running_cluster(nodes=3, rf=2, args=["--namespace", ns]) as ports:
+def test_a_short_fill_with_events_on_the_test_servers_cluster(tmp_path):
+    with running_cluster(nodes=3, rf=2, args=["--namespace", CACHE_NS]) as ports:
         out = tmp_path / "case.json"
         cmd = [sys.executable, str(REPO / "bench" / "cache" / "cache_fill.py"),
                "--hosts", f"127.0.0.1:{ports[0]}", "--writers", "2", "--chunk", "256K",
@@ -392,14 +392,7 @@ def test_a_short_fill_with_events_on_the_test_servers_cluster(tmp_path):
 
 
 def test_a_short_cache_bench_with_an_event_reports_the_fill_figures(tmp_path):
-    from tests.server import launch
-
-    if not hasattr(launch, "running_cluster"):
-        pytest.skip("the test server has no cluster mode")
-    ns = ("lmcache:max-record-size=8M,nsup-period=1,default-ttl=0,data-size=32M,"
-          "evict-used-pct=50,stop-writes-used-pct=90,evict-tenths-pct=300,"
-          "evict-hist-buckets=1000000")
-    with launch.running_cluster(nodes=3, rf=2, args=["--namespace", ns]) as ports:
+    with running_cluster(nodes=3, rf=2, args=["--namespace", CACHE_NS]) as ports:
         cmd = [sys.executable, str(REPO / "bench" / "cache" / "cache_bench.py"),
                "--hosts", f"127.0.0.1:{ports[0]}", "--chunk", "256K", "--duration", "6",
                "--interval", "2", "--writers", "2", "--no-redis", "--no-latency",
