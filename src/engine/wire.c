@@ -169,6 +169,12 @@ init_policies(lmca__wire *w, const lmca_config_t *cfg)
        budget there and raised a timeout though its replica held the record. */
     w->read.base.socket_timeout = half(cfg->read_timeout_ms);
     w->read.replica = replicas[cfg->replica];
+    /* While a partition migrates, its master asks every node with a copy and
+       answers the newest (free otherwise): a node back from a pause is master
+       again at once, with the copies it had when it stopped, and its NSUP
+       evicts those; read alone, they missed while its fill went on (warm
+       chunks read as misses, then left unmoved and evicted). */
+    w->read.read_mode_ap = AS_POLICY_READ_MODE_AP_ALL;
     /* Read-touch on reads of payloads only: a lookup that touched a meta record
        but not its segments would let the meta record outlive them (present, but
        a get misses), and a stat is not a use. -1 is the wire's "never", which
@@ -191,6 +197,7 @@ init_policies(lmca__wire *w, const lmca_config_t *cfg)
     w->batch.base.total_timeout = cfg->read_timeout_ms;
     w->batch.base.socket_timeout = half(cfg->read_timeout_ms);
     w->batch.replica = replicas[cfg->replica];
+    w->batch.read_mode_ap = AS_POLICY_READ_MODE_AP_ALL; /* as w->read's */
     w->batch_peek = w->batch;
     w->batch.read_touch_ttl_percent = cfg->read_touch_ttl_percent;
     w->batch_peek.read_touch_ttl_percent = -1;

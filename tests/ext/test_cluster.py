@@ -176,6 +176,58 @@ def test_no_store_is_lost_when_the_clocks_node_goes(aerospike_cluster, action):
     assert max(s[2] for s in stores) < 10
 
 
+def cluster_size(seed):
+    try:
+        return int(kv(info(seed, "statistics")).get("cluster_size", 0))
+    except OSError:
+        return 0
+
+
+def wait_for(predicate, what, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def test_a_node_back_from_a_pause_answers_no_stale_copy(aerospike_cluster):
+    """A node paused past the heartbeat timeout rejoins as master of its
+    partitions over the copies it kept, and the others' copies migrate in
+    afterwards (measured on CE 8.1). Reads meanwhile ask every copy
+    (read_mode_ap ALL); read alone, it answered what it had when it stopped."""
+    hosts = aerospike_cluster
+    wait_whole(hosts)
+    set_name, key = "lmca_cluster_" + uuid.uuid4().hex[:8], "stale"
+    node = master_index(hosts, set_name, key + "|m")  # one record: its meta
+    seed = seeds(hosts)[node]
+    others = [s for s in seeds(hosts) if s != seed]
+    old, new, buf = b"o" * SIZE, b"n" * SIZE, bytearray(SIZE)
+    conn = _native.Connector(hosts=hosts, namespace=NS, set=set_name, default_ttl_seconds=600)
+    try:
+        conn.put(key, old)
+        cluster_ctl(hosts, "pause", node)
+        try:
+            wait_for(lambda: all(cluster_size(s) == len(others) for s in others),
+                     "the others did not re-form without the paused node")
+            conn.put(key, new)  # on the new master; the paused node keeps `old`
+        finally:
+            cluster_ctl(hosts, "resume", node)
+        wait_for(lambda: master_index(hosts, set_name, key + "|m") == node,
+                 "the node did not rejoin as the record's master")
+        # A handle opened now routes to it at once (an open one learns the new
+        # map at its next tend, a second on).
+        fresh = _native.Connector(hosts=hosts, namespace=NS, set=set_name)
+        try:
+            assert fresh.get(key, buf) == SIZE and buf == new, "a stale copy was read"
+        finally:
+            fresh.close()
+        wait_whole(hosts)
+        assert conn.get(key, buf) == SIZE and buf == new, "the merge kept the stale copy"
+    finally:
+        conn.remove(key)
+        conn.close()
+
+
 def expected_plan(nodes, limits):
     """What the plan must be from these nodes' answers (plan.c's rule): each
     node's records at evict-used-pct and its target, then a second gets the

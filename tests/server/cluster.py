@@ -33,9 +33,14 @@ at once, and one set of fault rules. What the cluster adds, after CE 8.1.2.0:
   `migrate_partitions_remaining` (and the namespaces' migrate_tx/rx) then
   counts those transfers down to 0 over `migrate_seconds`, `cluster-stable`
   answers ERROR:7 meanwhile, and at the end nodes drop the partitions they no
-  longer own. (A real cluster moves the data during that time, with the old
-  owner acting as master; records a resumed node kept are replaced, not merged
-  by generation.)
+  longer own. A node that rejoins as a partition's master with the copy it
+  kept (paused past the heartbeat timeout) is master at once, over that stale
+  copy, as a real one is (measured on CE 8.1: reads of a resumed node answered
+  its old records until its fill ended): until the migrations end, a write
+  there first takes the newer of its record and the full copy's (duplicate
+  resolution, by generation, then last update), and so does a read that asks
+  for every copy (INFO1_READ_MODE_AP_ALL); any other read answers the stale
+  copy. At the end the full copy is merged in the same way.
 * NSUP runs per node over the node's own copies (master and replica alike, as
   nsup.c reduces every partition it holds). An evict void time is published
   through SMD, i.e. to every node of the cluster, and each node evicts its own
@@ -168,6 +173,7 @@ class Cluster:
         self.smd = {}  # namespace -> published evict void time
         self.migrate_until = 0.0
         self.migrating = False
+        self.duplicates = {}  # pid -> slot index of the full copy, while migrating
         with self.lock:
             for slot in self.slots:
                 self._boot(slot, base_port + slot.index if base_port else 0)
@@ -354,7 +360,13 @@ class Cluster:
             holders = holders or [i for i in live if pid in slots[i].holds]
             src = holders[0] if holders else None
             for dst in need:
-                self._copy_partition(groups, src, dst, pid)
+                if dst == new[0] and src is not None and groups.get(dst) and \
+                        any(pid in by_pid for by_pid in groups[dst].values()):
+                    # Back with the copy it kept: master over it now, the full
+                    # copy merged as the migration ends.
+                    self.duplicates[pid] = src
+                else:
+                    self._copy_partition(groups, src, dst, pid)
                 slots[dst].holds.add(pid)
                 if src is not None:
                     tx[src] = tx.get(src, 0) + 1
@@ -390,6 +402,13 @@ class Cluster:
     def _finish_migrations(self):
         """Migrations done: nodes drop the partitions they do not own."""
         self.migrating = False
+        for pid, src in sorted(self.duplicates.items()):
+            master = self.owners[pid][0] if self.owners[pid] else None
+            if master is not None and self.up(master) and self.up(src):
+                for name, ns in self.slots[src].fx.store.namespaces.items():
+                    for digest in [d for d in ns.records if proto.partition_id(d) == pid]:
+                        self._resolve(self.slots[master], src, name, digest)
+        self.duplicates = {}
         for i in self.members:
             slot = self.slots[i]
             slot.migrate_tx = slot.migrate_rx = 0
@@ -425,11 +444,29 @@ class Cluster:
         if target is None or target.state != "up":
             return Reply(proto.ERR_TIMEOUT)  # the proxy gets no answer
         store = target.fx.store
+        src = self.duplicates.get(pid)
+        if src is not None and target.index == owners[0] and self.up(src) and \
+                (req.kind != "read" or req.info1 & proto.INFO1_READ_MODE_AP_ALL):
+            self._resolve(target, src, req.ns, req.digest)
         before = self._record_state(store, req.ns, req.digest)
         reply = engine.execute(store, req)
         if self._record_state(store, req.ns, req.digest) != before:
             self._replicate(target, req.ns, req.digest, pid)
         return reply
+
+    def _resolve(self, master, src, ns_name, digest):
+        """Duplicate resolution: the master keeps the newer of its record and
+        node `src`'s (higher generation, then later update; the replicas follow)."""
+        theirs = self.slots[src].fx.store.get(ns_name)
+        rec = theirs.records.get(digest) if theirs is not None else None
+        ns = master.fx.store.get(ns_name)
+        if rec is None or ns is None:
+            return
+        mine = ns.records.get(digest)
+        if mine is None or (rec.generation, rec.last_update_ms) > \
+                (mine.generation, mine.last_update_ms):
+            ns.store(digest, replace(rec))
+            self._replicate(master, ns_name, digest, proto.partition_id(digest))
 
     @staticmethod
     def _record_state(store, ns_name, digest):
