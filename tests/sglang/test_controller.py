@@ -126,3 +126,24 @@ def test_the_readmes_extra_config_works_as_written(aerospike_hosts, controllers)
     hit, to, loaded = second.prefetch(tokens)
     assert hit == loaded == 3 * PAGE
     assert page_bytes(second.host, to, 3) == page_bytes(first.host, at, 3)
+
+
+def test_the_readmes_launch_line_parses_with_sglangs_own_arguments():
+    """The README's `python -m sglang.launch_server ...` line, through SGLang's own
+    argument parser (ServerArgs.add_cli_args): the flags exist and take the values
+    written; the extra config itself runs in the test above."""
+    import argparse
+    import json
+
+    from sglang.srt.server_args import ServerArgs
+
+    from tests.docs.readme_commands import argv, commands
+
+    (line,) = [c for c in commands() if c.startswith("python -m sglang.launch_server")]
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    args = parser.parse_args(argv(line)[3:])
+    assert args.enable_hierarchical_cache and args.hicache_mem_layout == "page_first"
+    assert args.hicache_storage_backend == "dynamic"
+    extra = json.loads(args.hicache_storage_backend_extra_config)
+    assert extra["module_path"] == "lmcache_aerospike.hicache"
