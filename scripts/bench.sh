@@ -31,7 +31,8 @@ py=python3
 PYTHONPATH=python "$py" bench/bench_native.py --chunks "${BENCH_CHUNKS:-32}"
 # The cache benchmark (bench/cache/cache_bench.py): the namespace full, a stream of new
 # prefixes, our tier beside an exact LRU of the same budget and, when redis-server is
-# installed, LMCache's RESP client on it. On the test server the run checks the
+# installed, LMCache's RESP client on it, and Mooncake Store when bench/peers/mooncake.sh
+# can install it. On the test server the run checks the
 # harness only: it gets a server of its own with a small namespace that fills within
 # the run (and evicts from 60 %, 10 % of its records per NSUP cycle, where the test
 # server emulates eviction).

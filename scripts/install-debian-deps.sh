@@ -17,7 +17,7 @@ build) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config" ;;
 test) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config python3-venv clang libclang-rt-14-dev faketime $wheels $emulation" ;;
 wheels) pkgs=$wheels ;;
 emulation) pkgs=$emulation ;;
-bench) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config redis-server" ;;
+bench) pkgs="build-essential libssl-dev libyaml-dev zlib1g-dev pkg-config redis-server libibverbs1" ;;
 *) echo "usage: $0 build|test|bench|wheels|emulation" >&2; exit 2 ;;
 esac
 # Elsewhere (RHEL, SUSE, ...: a source build from the sdist) nothing is installed

@@ -7,9 +7,10 @@
 `Ours` is lmcache_aerospike._native.Connector (the asynchronous layer: submit_batch_*,
 completions on its event fd). `Redis` is LMCache's native RESP client
 (lmcache.lmcache_redis.LMCacheRedisClient, what LMCache's `resp` L2 adapter wraps) on a
-redis-server with maxmemory and allkeys-lru. Both hand out completions the same way,
-`(future id, ok, error, per-key bools)` from drain_completions() after the event fd
-fires, so one `Completions` routes both.
+redis-server with maxmemory and allkeys-lru. `Mooncake` is Mooncake Store through
+bench/peers/mooncake_peer.py. All hand out completions the same way, `(future id, ok,
+error, per-key bools)` from drain_completions() after the event fd fires, so one
+`Completions` routes them.
 """
 
 import concurrent.futures
@@ -260,6 +261,60 @@ class Redis:
 
     def cleanup(self):
         redis_call(self.port, "FLUSHALL", timeout=60)
+
+    def close(self):
+        self.completions.close()
+
+
+class Mooncake:
+    """Mooncake Store (bench/peers/mooncake_peer.py's connector, the shape LMCache's
+    native_plugin adapter drives) on a master and one client lending it the budget;
+    it evicts by its own approximate LRU."""
+    name = "mooncake"
+    label = "Mooncake Store (its own eviction)"
+    ENGINE_COUNTERS = ()
+
+    def __init__(self, master, metadata, num_workers=8, store=None):
+        import mooncake_peer  # bench/peers, on PYTHONPATH (cache_bench.py puts it there)
+
+        self.master, self.metadata, self.num_workers = master, metadata, num_workers
+        self.store = store  # the processes: only the parent's tier holds them
+        self.completions = Completions(mooncake_peer.MooncakeConnector(
+            master, metadata, num_workers=num_workers))
+
+    def spawn_spec(self):
+        return ("cache_backends", "Mooncake", (self.master, self.metadata, self.num_workers))
+
+    def _call(self, method, keys, *rest):
+        ok, error, results = self.completions.call(method, list(keys), *rest, timeout=60.0)
+        return ok, error, per_key(ok, results, len(keys))
+
+    def lookup(self, keys):
+        return self._call("submit_batch_exists", keys)
+
+    def get(self, keys, bufs):
+        return self._call("submit_batch_get", keys, [memoryview(b) for b in bufs])
+
+    def set(self, keys, bufs):
+        return self._call("submit_batch_set", keys, [memoryview(b) for b in bufs])
+
+    def engine_counters(self):
+        return {}
+
+    def server_counters(self):
+        m = self.store.metrics() if self.store else {}
+        cap = m.get("total_capacity_bytes", 0)
+        return {"evicted_objects": m.get("evicted_key_count", 0), "expired_objects": 0,
+                "objects": m.get("key_count", 0),
+                "data_used_pct": 100 * m.get("allocated_bytes", 0) // cap if cap else 0,
+                "stop_writes": False}
+
+    def debris(self):
+        return None  # one object per key
+
+    def cleanup(self):
+        if self.store:
+            self.store.clear()
 
     def close(self):
         self.completions.close()

@@ -14,7 +14,11 @@ through
   redis      LMCache's native RESP client on a redis-server started here with
              maxmemory = the budget and maxmemory-policy allkeys-lru, on the same
              requests (skipped, with the reason, when redis-server or LMCache's RESP
-             extension is missing, or with --no-redis).
+             extension is missing, or with --no-redis);
+  mooncake   Mooncake Store (bench/peers/mooncake.sh), its master and one client
+             lending it the budget, started here, on the same requests: its own
+             eviction (skipped, with the reason, when it cannot be installed or
+             started, or with --no-mooncake).
 
 Each request looks up its chunks, loads the leading run of present ones and checks
 every byte (payloads are a function of the key: bench/cache/cache_payload.py), and stores
@@ -80,7 +84,7 @@ import cache_report as report
 import cache_cluster as cluster
 import cache_events as events
 import cache_figures as fig
-from cache_backends import Hung, Ours, Redis, parse_info, redis_call
+from cache_backends import Hung, Mooncake, Ours, Redis, parse_info, redis_call
 from cache_payload import Payloads
 from cache_run import Limits, Run
 from cache_trace import TraceConfig
@@ -151,6 +155,7 @@ def parse_args(argv=None):
                    help="sweep for debris every N intervals (a full scan, and puts in flight "
                         "may count; default: only at the end, when none is)")
     p.add_argument("--no-redis", action="store_true")
+    p.add_argument("--no-mooncake", action="store_true")
     p.add_argument("--redis-workers", type=int, default=8)
     p.add_argument("--no-redis-equal-dram", dest="redis_equal_dram", action="store_false",
                    help="skip the second redis-server run, with maxmemory = our namespace's "
@@ -379,6 +384,40 @@ def run_redis_at(args, doc, nonce, name, maxmemory, label, with_latency):
             side_by_side.stop(proc)
 
 
+def run_mooncake(args, doc, nonce):
+    """The same requests as ours (its count), on Mooncake Store lending it the budget."""
+    import side_by_side  # starts Mooncake Store as bench/peers/side_by_side.py does
+
+    c = doc["config"]
+    with tempfile.TemporaryDirectory(prefix="cache-bench-mooncake-") as workdir:
+        try:
+            store, note = side_by_side.start_mooncake(workdir, segment=str(c["budget_bytes"]))
+        except side_by_side.Unavailable as e:
+            print(f"skipping mooncake: {e}", file=sys.stderr)
+            doc["runs"]["mooncake"] = {"label": Mooncake.label, "skipped": str(e)}
+            return
+        try:
+            tier = Mooncake(store.master_addr, store.metadata, store=store)
+        except Exception:
+            store.stop()
+            raise
+        try:
+            c["mooncake"] = note
+            if not args.latency_only:
+                config = trace_config(args, c["budget_bytes"])
+                ours = doc["runs"]["ours"]["totals"]
+                cap = max(30.0, 3 * ours["seconds"])
+                doc["runs"]["mooncake"] = cache_run(tier, config, args, nonce, ours["requests"],
+                                                    cap)
+                tier.cleanup()
+            if not args.no_latency:
+                doc["latency"][Mooncake.label] = latency(tier, args.latency_sizes,
+                                                         args.latency_gets, nonce)
+        finally:
+            tier.close()
+            store.stop()
+
+
 # ------------------------------------------------------------------ config
 
 def server_config(ours, args):
@@ -451,6 +490,8 @@ def main(argv=None):
     run_ours(args, doc, nonce)
     if not args.no_redis:
         run_redis(args, doc, nonce)
+    if not args.no_mooncake:
+        run_mooncake(args, doc, nonce)
     print(f"\n{doc['config']['note']}")
     for path in report.write_all(doc, args.out):
         print(f"wrote {path}", file=sys.stderr)

@@ -1,12 +1,17 @@
-"""Our L2 adapters against LMCache's own Aerospike and RESP adapters, side by side.
+"""Our L2 adapters against LMCache's own Aerospike and RESP adapters and Mooncake Store,
+side by side.
 
-Runs `lmcache bench l2 --no-skip-verify` for, by default, four adapters:
+Runs `lmcache bench l2 --no-skip-verify` for, by default, five adapters:
 
   native_plugin  ours: LMCache's NativeConnectorL2Adapter over lmcache_aerospike._native
   plugin         ours: lmcache_aerospike.l2.AerospikeL2Adapter
   aerospike      LMCache's own Aerospike adapter (C++), built by bench/peers/peers.sh from
                  the pinned LMCache sdist against our libaerospike
   resp           LMCache's RESP adapter (C++) on a redis-server this script starts
+  mooncake       Mooncake Store (its CPU build, installed by bench/peers/mooncake.sh) on
+                 a master and client this script starts, through mooncake_peer.py under
+                 LMCache's native_plugin adapter: a lower bound (LMCache's own mooncake
+                 adapter needs a C++ extension its wheel lacks; puts and gets copy)
 
 in one run: each round runs every chunk size and, within a size, the adapters one
 after another (A B C D, then again next round), so drift on a small shared machine
@@ -37,11 +42,12 @@ from lmcache_aerospike import mp_server  # our two adapters' --l2-adapter JSON
 import side_by_side_report as report
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ADAPTERS = ("native_plugin", "plugin", "aerospike", "resp")
+ADAPTERS = ("native_plugin", "plugin", "aerospike", "resp", "mooncake")
 OURS = ("native_plugin", "plugin")
 BASELINE = "native_plugin"
 LABELS = {"native_plugin": "ours: native_plugin", "plugin": "ours: plugin",
-          "aerospike": "LMCache aerospike", "resp": "LMCache resp (redis-server)"}
+          "aerospike": "LMCache aerospike", "resp": "LMCache resp (redis-server)",
+          "mooncake": "Mooncake Store (native_plugin)"}
 KIB, MIB = 1024, 1024 * 1024
 
 
@@ -60,6 +66,8 @@ def spec(name, ctx, setname):
     if name == "aerospike":  # keys: lmcache/v1/distributed/l2_adapters/aerospike_l2_adapter.py
         return {"type": "aerospike", "hosts": ctx["hosts"], "namespace": ctx["namespace"],
                 "set_name": setname, "default_ttl_seconds": 600, "num_workers": 8}
+    if name == "mooncake":
+        return ctx["mooncake"].spec(num_workers=8)
     # keys: lmcache/v1/distributed/l2_adapters/resp_l2_adapter.py
     return {"type": "resp", "host": "127.0.0.1", "port": ctx["redis_port"], "num_workers": 8}
 
@@ -73,6 +81,30 @@ def build_aerospike_peer():
         lines = out.stderr.strip().splitlines() or ["bench/peers/peers.sh failed"]
         raise Unavailable(lines[-1].removeprefix("peers.sh: "))
     return out.stdout.strip().splitlines()[-1]
+
+
+def start_mooncake(workdir, segment="1 GB"):
+    """Mooncake Store's master and client on loopback (bench/peers/mooncake.sh installs
+    it outside the repo); its site goes on PYTHONPATH for the benchmark's children."""
+    out = subprocess.run([os.path.join(HERE, "mooncake.sh")], capture_output=True, text=True,
+                         env={**os.environ, "PYTHON": sys.executable})
+    if out.returncode != 0:
+        lines = out.stderr.strip().splitlines() or ["bench/peers/mooncake.sh failed"]
+        raise Unavailable(lines[-1].removeprefix("mooncake.sh: "))
+    site = out.stdout.strip().splitlines()[-1]
+    sys.path.insert(0, site)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (site, HERE, os.environ.get("PYTHONPATH")) if p)
+    import mooncake_peer
+
+    try:
+        store = mooncake_peer.Store(site, workdir, segment=segment)
+    except RuntimeError as e:
+        raise Unavailable(str(e)) from None
+    version = os.path.basename(os.path.dirname(site)).removeprefix("mooncake-")
+    build = ("its master says it is a debug build: its numbers understate a release "
+             "build's" if store.debug_build() else "its master's log names no debug build")
+    return store, f"mooncake-transfer-engine-non-cuda {version} over TCP on loopback; {build}"
 
 
 # ------------------------------------------------------------------------ redis
@@ -148,6 +180,8 @@ def run_one(name, size, ctx, args):
     finally:
         if name == "resp":
             resp_command(ctx["redis_port"], "FLUSHALL", timeout=60)
+        elif name == "mooncake":
+            ctx["mooncake"].clear()  # a put of a key it holds would not copy
         else:
             l2run.truncate(ctx["hosts"], ctx["namespace"], setname)
     # LMCache's throughput is MiB/s (lmcache/cli/commands/bench/l2_adapter_bench/result.py).
@@ -265,7 +299,7 @@ def parse_size(text):
 
 def main():
     args = parse_args()
-    # A SIGTERM unwinds like Ctrl-C, so the finally blocks stop redis-server.
+    # A SIGTERM unwinds like Ctrl-C, so the finally blocks stop the peers' servers.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     skipped = {}
     ctx = {"hosts": args.hosts, "namespace": args.namespace, "peer_path": "", "redis_port": 0}
@@ -274,20 +308,28 @@ def main():
             ctx["peer_path"] = build_aerospike_peer()
         except Unavailable as e:
             skipped["aerospike"] = str(e)
-    redis = None
-    with tempfile.TemporaryDirectory(prefix="sbs-redis-") as workdir:
+    redis = mooncake = None
+    with tempfile.TemporaryDirectory(prefix="sbs-peers-") as workdir:
         try:
             if "resp" in args.adapters:
                 try:
                     redis, ctx["redis_port"] = start_redis(workdir)
                 except Unavailable as e:
                     skipped["resp"] = str(e)
+            if "mooncake" in args.adapters:
+                try:
+                    mooncake, ctx["mooncake_note"] = start_mooncake(workdir)
+                    ctx["mooncake"] = mooncake
+                except Unavailable as e:
+                    skipped["mooncake"] = str(e)
             for name, why in skipped.items():
                 print(f"skipping {name}: {why}", file=sys.stderr)
             active = [a for a in args.adapters if a not in skipped]
             samples = measure(active, args.sizes, ctx, args)
         finally:
             stop(redis)
+            if mooncake is not None:
+                mooncake.stop()
     rows = summarize(samples, args.adapters, args.sizes, skipped)
     doc = {"config": report.config(args, ctx, keys_per_submit), "skipped": skipped,
            "results": rows, "ours_vs_peers": ours_vs_peers(rows)}

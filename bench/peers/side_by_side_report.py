@@ -31,6 +31,9 @@ def config(args, ctx, keys_per_submit):
         "redis_server": redis_version(),
         "lmcache": importlib.metadata.version("lmcache"),
         "lmcache_aerospike_peer_path": ctx["peer_path"] or None,
+        "mooncake": ctx.get("mooncake_note"),
+        "commit": commit(),
+        "machine": machine(),
         "cpus": os.cpu_count(),
         "rounds": args.rounds, "sizes_bytes": args.sizes, "adapters": args.adapters,
         "in_flight": args.in_flight, "bench_rounds": args.bench_rounds,
@@ -39,6 +42,33 @@ def config(args, ctx, keys_per_submit):
         "unit": "GB/s = 10^9 bytes/s; median over rounds of lmcache bench l2's "
                 "throughput_avg (its mean over measured rounds)",
     }
+
+
+def commit():
+    """The checkout's commit, marked when it has uncommitted changes."""
+    top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    try:
+        head = subprocess.run(["git", "-C", top, "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", top, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return head + (" (with uncommitted changes)" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+
+
+def machine():
+    """CPU model, cores and memory: the numbers are this machine's."""
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f
+                          if ln.startswith("model name")), model)
+        with open("/proc/meminfo") as f:
+            kib = int(f.readline().split()[1])
+        return f"{model}, {os.cpu_count()} CPUs, {kib / 2**20:.0f} GiB"
+    except OSError:
+        return f"{model}, {os.cpu_count()} CPUs"
 
 
 def server_build(hosts):
@@ -101,11 +131,14 @@ def markdown(doc):
         "# `lmcache bench l2`, side by side",
         "",
         f"{c['date']}; Aerospike {c['aerospike_server']} at {c['hosts']}, "
-        f"{c['redis_server'] or 'no redis-server'}, LMCache {c['lmcache']}, {c['cpus']} CPUs. "
+        f"{c['redis_server'] or 'no redis-server'}, LMCache {c['lmcache']}; "
+        f"{c.get('machine', str(c['cpus']) + ' CPUs')}; commit {c.get('commit', 'unknown')}. "
         f"{c['rounds']} interleaved round(s); each run: {c['in_flight']} in flight, "
         f"~{c['mib_per_round']} MiB per round, 1 warmup + {c['bench_rounds']} measured "
         f"rounds, `--no-skip-verify`. GB/s = 10^9 B/s: median over the rounds "
         f"(lowest–highest round); ratios are of medians.",
+        "",
+        f"Command: `{c['command']}`",
         "",
         "| size | adapter | store GB/s | load GB/s | store ÷ native_plugin | load ÷ native_plugin |",
         "|---|---|---:|---:|---:|---:|",
@@ -130,6 +163,8 @@ def markdown(doc):
 def notes(doc):
     """Why an adapter was skipped, and the first line of every failure."""
     out = [f"- {name} skipped: {why}" for name, why in doc["skipped"].items()]
+    if doc["config"].get("mooncake"):
+        out.append(f"- mooncake: {doc['config']['mooncake']}")
     for r in doc["results"]:
         for err in r["errors"]:
             first = err.splitlines()[0]

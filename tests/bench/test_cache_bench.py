@@ -168,7 +168,8 @@ def test_the_payload_check_catches_swapped_foreign_and_stale_chunks(size):
 def test_a_short_run_reports_every_column_and_no_wrong_byte(aerospike_hosts, tmp_path):
     cmd = [sys.executable, str(REPO / "bench" / "cache" / "cache_bench.py"), "--hosts", aerospike_hosts,
            "--budget-bytes", "4M", "--chunk", "256K", "--duration", "2", "--interval", "1",
-           "--writers", "2", "--no-redis", "--latency-sizes", "256K", "--latency-gets", "3",
+           "--writers", "2", "--no-redis", "--no-mooncake", "--latency-sizes", "256K",
+           "--latency-gets", "3",
            "--out", str(tmp_path)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]

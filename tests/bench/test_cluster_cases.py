@@ -395,7 +395,7 @@ def test_a_short_cache_bench_with_an_event_reports_the_fill_figures(tmp_path):
     with running_cluster(nodes=3, rf=2, args=["--namespace", CACHE_NS]) as ports:
         cmd = [sys.executable, str(REPO / "bench" / "cache" / "cache_bench.py"),
                "--hosts", f"127.0.0.1:{ports[0]}", "--chunk", "256K", "--duration", "6",
-               "--interval", "2", "--writers", "2", "--no-redis", "--no-latency",
+               "--interval", "2", "--writers", "2", "--no-redis", "--no-mooncake", "--no-latency",
                "--event", "pause:clock@0.3:1", "--json", str(tmp_path / "case.json"),
                "--out", str(tmp_path)]
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
