@@ -17,9 +17,13 @@
 #   prefix mode (one thread: bench_engine's prefix mode is sequential), an
 #     lmca_prefix of 16 and 256 keys next to a header-only batch read, in us;
 #   l2 mode (not in the default MODES: minutes per delay), `lmcache bench l2`
-#     through bench/peers/side_by_side.py for our native_plugin and LMCache's own
-#     Aerospike adapter, L2_SIZES chunks, with L2_FEW and L2_MANY submits in
-#     flight: store and load GB/s and ours/theirs;
+#     through bench/peers/side_by_side.py for our native_plugin and each of
+#     L2_PEERS (LMCache's own Aerospike adapter through the same proxy; LMCache's
+#     RESP adapter on redis-server and Mooncake Store, whose servers
+#     side_by_side.py puts behind proxies of the same delay: redis as a whole,
+#     Mooncake's master only, its data transfers undelayed, a lower bound of its
+#     cost), L2_SIZES chunks, with L2_FEW and L2_MANY submits in flight: store
+#     and load GB/s, ours/theirs, and the peer's name in the last column;
 # and prints one table. The proxy and the node are stopped at exit.
 #
 # The node must not be running already (its access-port is set when it
@@ -35,7 +39,8 @@
 # CHUNK_BYTES (4128768: 4 MiB - 64 KiB, one record, so the libaerospike baseline
 # runs), COUNT_FEW (8), COUNT_MANY (2), MODES ("chunk prefix"), KEEP_LOGS (unset:
 # bench_engine's own output is removed at exit; set: kept and its path printed),
-# L2_SIZES (4M,32M), L2_FEW (1), L2_MANY (8), L2_MIB (64 MiB per run).
+# L2_SIZES (4M,32M), L2_FEW (1), L2_MANY (8), L2_MIB (64 MiB per run),
+# L2_PEERS (aerospike,resp,mooncake).
 # About a minute at the defaults on an idle two-core machine.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -52,6 +57,7 @@ L2_SIZES=${L2_SIZES:-4M,32M}
 L2_FEW=${L2_FEW:-1}
 L2_MANY=${L2_MANY:-8}
 L2_MIB=${L2_MIB:-64}
+L2_PEERS=${L2_PEERS:-aerospike,resp,mooncake}
 py=python3
 [ -x .venv/bin/python ] && py=.venv/bin/python
 ctl=scripts/aerospike-loopback.sh
@@ -164,13 +170,15 @@ prefix() {
         }' "$log"
 }
 
-# l2 LABEL HOSTS IN_FLIGHT: one interleaved round of native_plugin and LMCache's
-# Aerospike adapter; rows from side_by_side's JSON.
+# l2 LABEL HOSTS IN_FLIGHT: one interleaved round of our native_plugin and the
+# peers (LMCache's Aerospike adapter through the same proxy; redis and Mooncake's
+# master behind proxies of the same delay); rows from side_by_side's JSON.
 l2() {
-    local out="$tmp/l2-$1-$3"
-    "$py" bench/peers/side_by_side.py --hosts "$2" --adapters native_plugin,aerospike \
+    local out="$tmp/l2-$1-$3" delay=()
+    [ "$1" = direct ] || delay=(--peer-delay-ms "$1")
+    "$py" bench/peers/side_by_side.py --hosts "$2" --adapters "native_plugin,$L2_PEERS" \
         --sizes "$L2_SIZES" --rounds 1 --in-flight "$3" --mib-per-round "$L2_MIB" \
-        --out "$out" >"$out.log" 2>&1 &
+        "${delay[@]}" --out "$out" >"$out.log" 2>&1 &
     bench_pid=$!
     local rc=0
     wait "$bench_pid" || rc=$?
@@ -180,15 +188,15 @@ l2() {
 import json, sys
 doc, d, n = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
 rows = {(r["size_bytes"], r["adapter"]): r for r in doc["results"]}
-for (size, name), r in sorted(rows.items()):
-    if name != "native_plugin":
+for (size, name), peer in sorted(rows.items()):
+    ours = rows.get((size, "native_plugin"), {})
+    if name == "native_plugin":
         continue
-    peer = rows.get((size, "aerospike"), {})
     for op in ("store", "load"):
-        ours, theirs = r[f"{op}_gbps"], peer.get(f"{op}_gbps")
-        ratio = f"{ours / theirs:.2f}" if ours and theirs else "-"
-        print(f"{d:<7} {'l2 ' + op[:4] + f' {size >> 20}M x{n}':<22} {ours or 0:9.2f} GB/s "
-              f"{theirs or 0:11.2f} GB/s {ratio:>6} {'(LMCache aerospike)':>10}")
+        mine, theirs = ours.get(f"{op}_gbps"), peer[f"{op}_gbps"]
+        ratio = f"{mine / theirs:.2f}" if mine and theirs else peer["status"]
+        print(f"{d:<7} {'l2 ' + op[:4] + f' {size >> 20}M x{n}':<22} {mine or 0:9.2f} GB/s "
+              f"{theirs or 0:11.2f} GB/s {ratio:>6} {'(' + name + ')':>10}")
 PY
 }
 

@@ -173,10 +173,12 @@ class Store:
         self.stop()
         raise RuntimeError(f"Mooncake Store: {what} did not listen within {timeout:.0f} s")
 
-    def spec(self, num_workers=8):
+    def spec(self, num_workers=8, master=None):
+        # master: another address of the master (a delay proxy in front of it).
         return {"type": "native_plugin", "module_path": "mooncake_peer",
                 "class_name": "MooncakeConnector",
-                "adapter_params": {"master": self.master_addr, "metadata": self.metadata,
+                "adapter_params": {"master": master or self.master_addr,
+                                   "metadata": self.metadata,
                                    "num_workers": num_workers}}
 
     def metrics(self):

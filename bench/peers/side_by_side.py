@@ -23,6 +23,9 @@ start bench` for 127.0.0.1:3200); each run's set is truncated afterwards.
 
     .venv/bin/python bench/peers/side_by_side.py --hosts 127.0.0.1:3200 \\
         [--rounds 3] [--sizes 256K,1M,4M,16M,32M] [--out bench/results]
+
+With --peer-delay-ms D (bench/peers/latency.sh's l2 mode, whose --hosts is already a
+delay proxy) redis and Mooncake's master sit behind bench/delayproxy too.
 """
 
 import argparse
@@ -67,7 +70,7 @@ def spec(name, ctx, setname):
         return {"type": "aerospike", "hosts": ctx["hosts"], "namespace": ctx["namespace"],
                 "set_name": setname, "default_ttl_seconds": 600, "num_workers": 8}
     if name == "mooncake":
-        return ctx["mooncake"].spec(num_workers=8)
+        return ctx["mooncake"].spec(num_workers=8, master=ctx.get("mooncake_master"))
     # keys: lmcache/v1/distributed/l2_adapters/resp_l2_adapter.py
     return {"type": "resp", "host": "127.0.0.1", "port": ctx["redis_port"], "num_workers": 8}
 
@@ -147,6 +150,48 @@ def start_redis(workdir):
         time.sleep(0.1)
     stop(proc)
     raise Unavailable(f"redis-server did not answer PING on port {port} within 10 s")
+
+
+# ------------------------------------------------------------------ network delay
+
+def start_delay_proxy(port, delay_ms, workdir):
+    """bench/delayproxy in front of 127.0.0.1:port, holding every chunk of bytes
+    delay_ms in each direction (as latency.sh puts it in front of the Aerospike
+    node); returns (process, its port)."""
+    top = os.path.join(HERE, "..", "..")
+    exe = os.path.join(top, "build", "bench", "delayproxy")
+    if not os.access(exe, os.X_OK):
+        subprocess.run(["make", "-s", "-C", top, "build/bench/delayproxy"], check=True)
+    port_file = os.path.join(workdir, f"proxy-{port}.port")
+    proc = subprocess.Popen([exe, "--listen", "127.0.0.1:0", "--to", f"127.0.0.1:{port}",
+                             "--delay-ms", str(delay_ms), "--port-file", port_file])
+    for _ in range(100):
+        if os.path.exists(port_file) and os.path.getsize(port_file):
+            return proc, int(open(port_file).read())
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    stop(proc)
+    raise Unavailable(f"bench/delayproxy in front of port {port} did not start")
+
+
+def delay_peers(ctx, delay_ms, workdir):
+    """Routes the peers' own servers through the proxy (--peer-delay-ms): redis as a
+    whole; Mooncake's master only, since its client learns where the data goes
+    from the metadata server, so its transfers stay undelayed (a lower bound of
+    its cost at that delay). Returns the proxies' processes."""
+    procs = []
+    if ctx.get("redis_port"):
+        proc, ctx["redis_port"] = start_delay_proxy(ctx["redis_port"], delay_ms, workdir)
+        procs.append(proc)
+    if ctx.get("mooncake"):
+        master_port = int(ctx["mooncake"].master_addr.rsplit(":", 1)[1])
+        proc, port = start_delay_proxy(master_port, delay_ms, workdir)
+        procs.append(proc)
+        ctx["mooncake_master"] = f"127.0.0.1:{port}"
+        ctx["mooncake_note"] += (f"; its master behind a {delay_ms} ms delay proxy, "
+                                 "its data transfers undelayed")
+    return procs
 
 
 def stop(proc):
@@ -270,8 +315,14 @@ def parse_args():
     p.add_argument("--in-flight", type=int, default=2)
     p.add_argument("--bench-rounds", type=int, default=3,
                    help="lmcache bench l2 --rounds (after 1 warmup round; default 3)")
+    p.add_argument("--peer-delay-ms", type=float, default=None,
+                   help="route the peers' own servers (redis; Mooncake's master) through "
+                        "bench/delayproxy holding each chunk this many ms each way, as "
+                        "--hosts may already be (bench/peers/latency.sh; default: direct)")
     p.add_argument("--out", default=os.path.join(HERE, "..", "results"))
     args = p.parse_args()
+    if args.peer_delay_ms is not None and args.peer_delay_ms < 0:
+        p.error(f"--peer-delay-ms: {args.peer_delay_ms} is negative")
     if not args.hosts:
         p.error("no Aerospike server: pass --hosts HOST:PORT or set AEROSPIKE_TEST_HOSTS "
                 "(e.g. ASD=... scripts/aerospike-loopback.sh start bench, then "
@@ -309,6 +360,7 @@ def main():
         except Unavailable as e:
             skipped["aerospike"] = str(e)
     redis = mooncake = None
+    proxies = []
     with tempfile.TemporaryDirectory(prefix="sbs-peers-") as workdir:
         try:
             if "resp" in args.adapters:
@@ -322,11 +374,15 @@ def main():
                     ctx["mooncake"] = mooncake
                 except Unavailable as e:
                     skipped["mooncake"] = str(e)
+            if args.peer_delay_ms is not None:
+                proxies = delay_peers(ctx, args.peer_delay_ms, workdir)
             for name, why in skipped.items():
                 print(f"skipping {name}: {why}", file=sys.stderr)
             active = [a for a in args.adapters if a not in skipped]
             samples = measure(active, args.sizes, ctx, args)
         finally:
+            for proc in proxies:
+                stop(proc)
             stop(redis)
             if mooncake is not None:
                 mooncake.stop()

@@ -27,6 +27,7 @@ def config(args, ctx, keys_per_submit):
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
         "hosts": args.hosts, "namespace": args.namespace,
+        "peer_delay_ms": getattr(args, "peer_delay_ms", None),
         "aerospike_server": server_build(args.hosts),
         "redis_server": redis_version(),
         "lmcache": importlib.metadata.version("lmcache"),
