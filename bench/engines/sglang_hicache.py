@@ -2,6 +2,7 @@
 backend, in one run.
 
     .venv-sglang/bin/python bench/engines/sglang_hicache.py --hosts 127.0.0.1:3000 [--pages 64]
+        [--out DIR]    (sglang_hicache.md and .json with the commit, machine and command)
 
 Both backends are built by SGLang's StorageBackendFactory and driven by the
 functions of SGLang's HiCacheController that call them (managers/cache_controller.py):
@@ -32,11 +33,15 @@ import json
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 import types
 import uuid
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import record  # noqa: E402  bench/record.py
 
 import torch
 from sglang.srt.managers.cache_controller import HiCacheController
@@ -70,6 +75,7 @@ def parse_args(argv=None):
     p.add_argument("--file-dir", type=Path, help="the file backend's directory "
                                                  "(default: a new one under /tmp, removed after)")
     p.add_argument("--json", type=Path, help="write the results here too")
+    p.add_argument("--out", help="write a record (sglang_hicache.md, .json) here")
     args = p.parse_args(argv)
     if not args.hosts:
         p.error("--hosts (or AEROSPIKE_TEST_HOSTS) is required")
@@ -213,10 +219,34 @@ def main(argv=None) -> None:
         r.close()
     if args.file_dir is None:
         shutil.rmtree(file_dir, ignore_errors=True)
+    doc = {"args": {k: str(v) for k, v in vars(args).items()}, "page_bytes": page_bytes,
+           "backup_s": backups, "results": results}
     if args.json:
-        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                         "page_bytes": page_bytes, "backup_s": backups,
-                                         "results": results}, indent=1))
+        args.json.write_text(json.dumps(doc, indent=1))
+    if args.out:
+        doc["provenance"] = record.provenance(args.hosts, ("sglang", "torch"),
+                                              script=__file__, argv=argv)
+        md = (f"# SGLang HiCache: hit query and page load at {n} pages\n\n"
+              + record.header_line(doc["provenance"])
+              + f"\n{n} pages of {page_mib:.1f} MiB ({args.layout}, {args.layers} layers, "
+              f"{args.heads} KV heads of {args.head_dim}, page {ps} tokens, bf16); "
+              f"{args.rounds} rounds, medians.\n\n" + markdown_table(results, bases))
+        for path in record.write(args.out, "sglang_hicache", doc, md):
+            print(f"wrote {path}", file=sys.stderr)
+
+
+def markdown_table(results, bases):
+    """The results as a Markdown table: ms, GB/s for loads, and how many times faster
+    than each base row (the file backend, warm and cold)."""
+    lines = ["| backend | op | median ms | best ms | GB/s | "
+             + " | ".join(f"x {b}" for b in bases) + " |",
+             "|---|---|---:|---:|---:|" + "---:|" * len(bases)]
+    for r in results:
+        gbps = "" if r["gbps"] is None else f"{r['gbps']:.2f}"
+        lines.append(f"| {r['backend']} | {r['op']} | {r['median_s'] * 1e3:.2f} | "
+                     f"{r['best_s'] * 1e3:.2f} | {gbps} | "
+                     + " | ".join(f"{r['vs'][b]:.2f}x" for b in bases) + " |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

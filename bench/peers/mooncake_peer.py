@@ -7,8 +7,8 @@ client, `mooncake.store.MooncakeDistributedStore`.
 LMCache's own `mooncake_store` L2 adapter needs its C++ `lmcache_mooncake`
 extension, which LMCache's wheel does not ship; this stands in for it. Its puts and
 gets copy through Python bytes (Mooncake's zero-copy calls want registered buffers),
-so it is a lower bound for Mooncake. Set it up with bench/peers/mooncake.sh, which
-also says where Mooncake's packaged master is a debug build.
+so it is a lower bound for Mooncake. Set it up with bench/peers/mooncake.sh; `Store`
+runs it, and `Store.debug_build` reads what its master's --version says of its build.
 
     {"type": "native_plugin", "module_path": "mooncake_peer", "class_name":
      "MooncakeConnector", "adapter_params": {"master": "127.0.0.1:50051",
@@ -141,7 +141,7 @@ class Store:
         with open(self.master_log, "w") as log:
             self.procs.append(subprocess.Popen(
                 [sys.executable, os.path.join(bin_, "mooncake_master"),
-                 f"--rpc_address=127.0.0.1", f"--rpc_port={self.rpc}",
+                 "--rpc_address=127.0.0.1", f"--rpc_port={self.rpc}",
                  f"--metrics_port={free_port()}", "--enable_http_metadata_server=true",
                  "--http_metadata_server_host=127.0.0.1",
                  f"--http_metadata_server_port={self.http}"],
@@ -199,10 +199,17 @@ class Store:
         return out
 
     def debug_build(self):
-        """Whether the master says it is a debug build (as 0.3.13's did on 2026-12-04):
-        its numbers then understate a release build's."""
-        with open(self.master_log, errors="replace") as f:
-            return "debug build" in f.read().lower()
+        """What `mooncake_master --version` says of its build: "Debug build (NDEBUG not
+        #defined)" for 0.3.13.post1 (its bundled gflags prints that line, so it may
+        describe only how that library was built); None when it says nothing."""
+        import subprocess
+        import sys
+
+        out = subprocess.run([sys.executable, os.path.join(self.site, "bin", "mooncake_master"),
+                              "--version"], capture_output=True, text=True, timeout=30,
+                             env={**os.environ, "PYTHONPATH": self.site})
+        return next((ln.strip() for ln in (out.stdout + out.stderr).splitlines()
+                     if "debug build" in ln.lower()), None)
 
     def clear(self):
         conn = MooncakeConnector(self.master_addr, self.metadata, num_workers=1,

@@ -105,8 +105,10 @@ def start_mooncake(workdir, segment="1 GB"):
     except RuntimeError as e:
         raise Unavailable(str(e)) from None
     version = os.path.basename(os.path.dirname(site)).removeprefix("mooncake-")
-    build = ("its master says it is a debug build: its numbers understate a release "
-             "build's" if store.debug_build() else "its master's log names no debug build")
+    debug = store.debug_build()
+    build = (f"`mooncake_master --version` says \"{debug}\" (a line its bundled gflags "
+             "prints): its numbers may understate a release build's" if debug
+             else "`mooncake_master --version` names no debug build")
     return store, f"mooncake-transfer-engine-non-cuda {version} over TCP on loopback; {build}"
 
 

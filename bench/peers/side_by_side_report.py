@@ -1,12 +1,11 @@
 """bench/peers/side_by_side.py's outputs: side_by_side.json, side_by_side.md, side_by_side.png."""
 
-import datetime
-import importlib.metadata
 import json
 import os
-import shutil
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from record import provenance, redis_version  # noqa: E402  bench/record.py
 
 KIB, MIB = 1024, 1024 * 1024
 
@@ -24,17 +23,12 @@ def fmt(x, digits=2):
 def config(args, ctx, keys_per_submit):
     """What the run was, so a table can be read (and rerun) without its command line."""
     return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        **provenance(args.hosts),  # date, command, commit, machine, server, lmcache
         "hosts": args.hosts, "namespace": args.namespace,
         "peer_delay_ms": getattr(args, "peer_delay_ms", None),
-        "aerospike_server": server_build(args.hosts),
         "redis_server": redis_version(),
-        "lmcache": importlib.metadata.version("lmcache"),
         "lmcache_aerospike_peer_path": ctx["peer_path"] or None,
         "mooncake": ctx.get("mooncake_note"),
-        "commit": commit(),
-        "machine": machine(),
         "cpus": os.cpu_count(),
         "rounds": args.rounds, "sizes_bytes": args.sizes, "adapters": args.adapters,
         "in_flight": args.in_flight, "bench_rounds": args.bench_rounds,
@@ -43,57 +37,6 @@ def config(args, ctx, keys_per_submit):
         "unit": "GB/s = 10^9 bytes/s; median over rounds of lmcache bench l2's "
                 "throughput_avg (its mean over measured rounds)",
     }
-
-
-def commit():
-    """The checkout's commit, marked when it has uncommitted changes."""
-    top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-    try:
-        head = subprocess.run(["git", "-C", top, "rev-parse", "--short=12", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", top, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
-        return head + (" (with uncommitted changes)" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
-
-
-def machine():
-    """CPU model, cores and memory: the numbers are this machine's."""
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((ln.split(":", 1)[1].strip() for ln in f
-                          if ln.startswith("model name")), model)
-        with open("/proc/meminfo") as f:
-            kib = int(f.readline().split()[1])
-        return f"{model}, {os.cpu_count()} CPUs, {kib / 2**20:.0f} GiB"
-    except OSError:
-        return f"{model}, {os.cpu_count()} CPUs"
-
-
-def server_build(hosts):
-    try:
-        import aerospike
-
-        host, port = hosts.split(",")[0].rsplit(":", 1)
-        c = aerospike.client({"hosts": [(host, int(port))]}).connect()
-        try:
-            return next(iter(c.info_all("build").values()))[1].split("\t")[-1].strip()
-        finally:
-            c.close()
-    except Exception as e:  # only a label: never fail the run over it
-        return f"unknown ({e})"
-
-
-def redis_version():
-    exe = shutil.which("redis-server")
-    if exe is None:
-        return None
-    out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
-    # "Redis server v=7.0.15 sha=... malloc=..." -> "redis-server 7.0.15"
-    version = next((w[2:] for w in out.split() if w.startswith("v=")), out.strip())
-    return f"redis-server {version}"
 
 
 # ------------------------------------------------------------------------ writers

@@ -109,3 +109,19 @@ def test_delete_and_clear(conn):
     wait(conn, conn.submit_batch_set(["a", "b"], [memoryview(b"1"), memoryview(b"2")]))
     assert wait(conn, conn.submit_batch_delete(["a", "z"]))[2] == [True, False]
     assert conn.remove_all() == 1
+
+
+@pytest.mark.parametrize("says, expected", [
+    ("mooncake_master version 0.3.13.post1\nDebug build (NDEBUG not #defined)\n",
+     "Debug build (NDEBUG not #defined)"),
+    ("mooncake_master version 9.9\n", None)])
+def test_the_record_quotes_what_the_masters_version_says_of_its_build(tmp_path, says, expected):
+    import mooncake_peer
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "mooncake_master").write_text(
+        "import sys\nassert sys.argv[1:] == ['--version']\n"
+        f"sys.stdout.write({says!r})\n")
+    store = object.__new__(mooncake_peer.Store)  # no processes: only its site
+    store.site = str(tmp_path)
+    assert store.debug_build() == expected
