@@ -15,7 +15,7 @@ import sys
 TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
-def provenance(hosts=None, packages=("lmcache",), script=None, argv=None):
+def provenance(hosts=None, packages=("lmcache",), script=None, argv=None, namespace="lmcache"):
     """The header of a record: date, command, commit, machine and, with hosts, the
     Aerospike server's build; the versions of the Python packages named. The command
     is this process's, or script run with argv (a main(argv) called in-process)."""
@@ -24,7 +24,7 @@ def provenance(hosts=None, packages=("lmcache",), script=None, argv=None):
            "command": " ".join([os.path.basename(sys.executable)] + words),
            "commit": commit(), "machine": machine()}
     if hosts:
-        out["aerospike_server"] = server_build(hosts)
+        out["aerospike_server"] = server_build(hosts, namespace)
     for name in packages:
         try:
             out[name] = importlib.metadata.version(name)
@@ -38,7 +38,10 @@ def header_line(p):
     parts = [p["date"]]
     if p.get("aerospike_server"):
         parts.append(f"Aerospike {p['aerospike_server']}")
-    parts += [f"{k} {p[k]}" for k in p if k not in
+    # Package versions as "name version"; a value that names itself ("redis-server
+    # 7.0.15") as it is.
+    parts += [p[k] if str(p[k]).startswith(k.replace("_", "-")) else f"{k} {p[k]}"
+              for k in p if k not in
               ("date", "command", "commit", "machine", "aerospike_server") and p[k]]
     parts += [p["machine"], f"commit {p['commit']}"]
     return "; ".join(parts) + f".\n\n    {p['command']}\n"
@@ -82,15 +85,15 @@ def machine():
         return f"{model}, {os.cpu_count()} CPUs"
 
 
-def server_build(hosts):
-    """The first seed's `build` (the official Python client, as the tests use)."""
+def server_build(hosts, namespace="lmcache"):
+    """The servers' `build`, asked through our own engine (every benchmark's venv has
+    it): "8.1.2.0", or each distinct value when the nodes differ."""
     try:
-        import aerospike
+        from lmcache_aerospike import _native
 
-        host, port = hosts.split(",")[0].rsplit(":", 1)
-        c = aerospike.client({"hosts": [(host, int(port))]}).connect()
+        c = _native.Connector(hosts=hosts, namespace=namespace)
         try:
-            return next(iter(c.info_all("build").values()))[1].split("\t")[-1].strip()
+            return ", ".join(sorted({value for _, _, value in c.info("build")}))
         finally:
             c.close()
     except Exception as e:  # only a label: never fail the run over it

@@ -225,7 +225,7 @@ def main(argv=None) -> None:
         args.json.write_text(json.dumps(doc, indent=1))
     if args.out:
         doc["provenance"] = record.provenance(args.hosts, ("sglang", "torch"),
-                                              script=__file__, argv=argv)
+                                              script=__file__, argv=argv, namespace=args.namespace)
         md = (f"# SGLang HiCache: hit query and page load at {n} pages\n\n"
               + record.header_line(doc["provenance"])
               + f"\n{n} pages of {page_mib:.1f} MiB ({args.layout}, {args.layers} layers, "

