@@ -23,10 +23,13 @@
  * nothing), and touching it would rewrite it for nothing: it is skipped
  * (hits_fresh). So is a pinned chunk, which never expires.
  *
- * A touch is a hint: one the server refuses (a full namespace, a timeout) is
- * counted (touches_failed) and dropped, never retried ahead of stores; a chunk
- * with a segment not moved keeps its meta record where it was. One of a
- * record that is gone (evicted, overwritten by another plan) is a no-op.
+ * A touch is a hint, but a warm chunk left where it was is evicted: a refusal
+ * that passes (a node lost or paused, a busy key or device, stop-writes) is
+ * counted (touches_failed) and the chunk goes again a second later, for
+ * HITS_RETRY_MS at most, off the get path and behind no store; any other is
+ * counted and dropped. A chunk with a segment not moved keeps its meta record
+ * where it was. One of a record that is gone (evicted, overwritten by another
+ * plan) is a no-op.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -35,9 +38,9 @@
 #include "schema.h"
 
 #define HITS_BATCH 64
-/* A move a lost node refused is tried again for this long: the cluster takes a
-   few seconds to re-form without it (a heartbeat timeout, then the client's
-   next map), and a warm chunk left where it was is evicted. */
+/* A move refused in passing is tried again for this long: the cluster takes a
+   few seconds to re-form without a lost node (a heartbeat timeout, then the
+   client's next map), and stop-writes is decided every 10 s. */
 #define HITS_RETRY_MS 10000
 #define HITS_RETRY_GAP_MS 1000
 #define HITS_DUE_MS 20
@@ -178,10 +181,15 @@ within_budget(lmca_t *h, lmca__hit **q, size_t n)
     return kept;
 }
 
+/* A refusal that passes: a node lost or paused, a busy key or device, a
+   namespace at stop-writes (while a node is lost the others hold every copy:
+   in two kills on a loopback cluster, one warm chunk was evicted for each
+   touch that stop-writes refused). */
 static bool
-unreachable(int rc)
+passing(int rc)
 {
-    return rc == LMCA_ETIMEOUT || rc == LMCA_ECONNECTION;
+    return rc == LMCA_ETIMEOUT || rc == LMCA_ECONNECTION || rc == LMCA_EBUSY ||
+           rc == LMCA_EFULL;
 }
 
 /* Queues a hit again for a later move; false when the queue is full. */
@@ -239,19 +247,19 @@ touch(lmca_t *h, lmca__hit **q, size_t n, lmca_err_t *err)
     size_t metas = keep_whole(q, n, rows, nsegs);
     touch_rows(h, rows + nsegs, metas);
     /* The kept meta rows are in q's order: chunk i's, if kept, is the next. A
-       chunk a lost or paused node kept from moving goes again (the cluster
-       re-forms in seconds; left where it was, a warm chunk was evicted). */
+       chunk refused in passing goes again (left where it was, a warm chunk was
+       evicted). */
     for (size_t i = 0, k = 0, seg = 0; i < n; i++) {
         bool kept = k < metas && rows[nsegs + k].key == keys[nsegs + i];
         int rc = kept ? rows[nsegs + k++].result : LMCA_OK;
         for (uint32_t s = 0; q[i]->nseg > 1 && s < q[i]->nseg; s++, seg++)
-            rc = unreachable(rows[seg].result) ? rows[seg].result : rc;
+            rc = passing(rows[seg].result) ? rows[seg].result : rc;
         if (kept && rc == LMCA_OK) {
             LMCA__COUNT(h, hits_touched);
             atomic_fetch_add_explicit(&h->counters.touch_bytes, q[i]->bytes,
                                       memory_order_relaxed);
         }
-        q[i]->again = unreachable(rc);
+        q[i]->again = passing(rc);
     }
     free(keys);
     return LMCA_OK;

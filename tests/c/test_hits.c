@@ -241,7 +241,7 @@ TEST(the_pool_moves_its_gets_hits_once_idle)
     lmca_close(h);
 }
 
-TEST(a_refused_touch_is_counted_and_dropped)
+TEST(a_touch_refused_for_good_is_counted_and_dropped)
 {
     lmca_t *h;
     uint8_t buf[64] = {2}, out[64];
@@ -254,8 +254,10 @@ TEST(a_refused_touch_is_counted_and_dropped)
     h = open_slow_clock(true);
     ASSERT_RC(lmca_put(h, old, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
     store(h, 3);
-    th_fault("kind=result;code=8;op=touch"); /* the namespace full */
+    th_fault("kind=result;code=4;op=touch"); /* a parameter error: no second try */
     ASSERT_RC(lmca_get(h, old, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+    usleep(1100 * 1000);
+    ASSERT_RC(lmca_touch_hits(h, &err), LMCA_OK, &err);
     th_info("fixture-clear-faults");
     lmca_stats(h, &st);
     ASSERT_EQ(st.hits_touched, 0);
@@ -263,7 +265,10 @@ TEST(a_refused_touch_is_counted_and_dropped)
     lmca_close(h);
 }
 
-TEST(a_touch_a_lost_node_refused_goes_again)
+/* A touch refused once with the server's `code` is queued again, and the next
+   touch of the queue a second later moves it. */
+static void
+touch_goes_again_after(int code)
 {
     lmca_t *h;
     uint8_t buf[64] = {2}, out[64];
@@ -271,16 +276,15 @@ TEST(a_touch_a_lost_node_refused_goes_again)
     lmca_err_t err = {0};
     lmca_stats_t st;
     const char *old = th_key("old");
+    char rule[80];
     uint32_t before;
 
-    th_need_fixture("fault injection on touches");
     h = open_slow_clock(true);
     ASSERT_RC(lmca_put(h, old, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
     store(h, 3);
     before = ttl_of(h, old);
-    /* Its node times out once (lost, or paused until the cluster re-forms): the
-       move is queued again, and the next touch of the queue moves it. */
-    th_fault("kind=result;code=9;op=touch;count=1");
+    snprintf(rule, sizeof rule, "kind=result;code=%d;op=touch;count=1", code);
+    th_fault(rule);
     ASSERT_RC(lmca_get(h, old, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
     lmca_stats(h, &st);
     ASSERT_EQ(st.touches_failed, 1);
@@ -295,6 +299,20 @@ TEST(a_touch_a_lost_node_refused_goes_again)
     ASSERT_EQ(st.hits_touched, 1);
     ASSERT(ttl_of(h, old) > before);
     lmca_close(h);
+}
+
+TEST(a_touch_a_lost_node_refused_goes_again)
+{
+    th_need_fixture("fault injection on touches");
+    /* Its node times out (lost, or paused until the cluster re-forms). */
+    touch_goes_again_after(9);
+}
+
+TEST(a_touch_stop_writes_refused_goes_again)
+{
+    th_need_fixture("fault injection on touches");
+    /* While a node is lost the others hold every copy and reach stop-writes. */
+    touch_goes_again_after(8);
 }
 
 TEST(a_chunk_with_a_segment_left_behind_keeps_its_meta_behind_too)
@@ -340,8 +358,9 @@ TEST_LIST = {
     T(fresh_hits_pinned_chunks_and_lookups_touch_nothing),
     T(touch_on_hit_off_moves_nothing),
     T(the_pool_moves_its_gets_hits_once_idle),
-    T(a_refused_touch_is_counted_and_dropped),
+    T(a_touch_refused_for_good_is_counted_and_dropped),
     T(a_touch_a_lost_node_refused_goes_again),
+    T(a_touch_stop_writes_refused_goes_again),
     T(a_chunk_with_a_segment_left_behind_keeps_its_meta_behind_too),
 };
 TEST_MAIN()
