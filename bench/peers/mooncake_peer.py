@@ -16,7 +16,14 @@ runs it, and `Store.debug_build` reads what its master's --version says of its b
 """
 
 import os
+import re
+import signal
+import socket
+import subprocess
+import sys
 import threading
+import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 
@@ -108,25 +115,21 @@ class MooncakeConnector:
 
 # ------------------------------------------------------------------ the store's processes
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class Store:
     """A Mooncake Store on loopback for one benchmark run: its master (with the HTTP
     metadata server) and one client process that lends it `segment` of memory,
-    over TCP. `start()` makes one; `spec()` is the --l2-adapter JSON of a connector
-    to it; `clear()` empties it; `stop()` ends both processes."""
+    over TCP. Making one starts both; `spec()` is the --l2-adapter JSON of a
+    connector to it; `clear()` empties it; `stop()` ends both processes."""
 
     def __init__(self, site, workdir, segment="1 GB"):
         # segment: the memory the store's one client lends it (its capacity), e.g.
         # "1 GB" or a byte count.
-        import socket
-        import subprocess
-        import sys
-        import time
-
-        def free_port():
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                return s.getsockname()[1]
-
         self.site = site
         self.rpc, self.http, self.client_port = free_port(), free_port(), free_port()
         self.master_addr = f"127.0.0.1:{self.rpc}"
@@ -158,9 +161,6 @@ class Store:
         time.sleep(1.0)  # the client mounts its segment after it listens
 
     def _wait_for(self, port, what, timeout=30.0):
-        import socket
-        import time
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if any(p.poll() is not None for p in self.procs):
@@ -184,9 +184,6 @@ class Store:
     def metrics(self):
         """The master's counters of the store (its Prometheus text): keys held,
         evicted, bytes allocated and capacity."""
-        import re
-        import urllib.request
-
         with open(self.master_log, errors="replace") as f:
             port = re.search(r"metrics_port=(\d+)", f.read()).group(1)
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
@@ -202,9 +199,6 @@ class Store:
         """What `mooncake_master --version` says of its build: "Debug build (NDEBUG not
         #defined)" for 0.3.13.post1 (its bundled gflags prints that line, so it may
         describe only how that library was built); None when it says nothing."""
-        import subprocess
-        import sys
-
         out = subprocess.run([sys.executable, os.path.join(self.site, "bin", "mooncake_master"),
                               "--version"], capture_output=True, text=True, timeout=30,
                              env={**os.environ, "PYTHONPATH": self.site})
@@ -220,9 +214,6 @@ class Store:
             conn.close()
 
     def stop(self):
-        import signal
-        import subprocess
-
         for p in reversed(self.procs):
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
