@@ -24,7 +24,8 @@
 #   LOOPBACK_SERVICE_THREADS  the node's service-threads (default 8)
 #   LOOPBACK_EVICT_USED_PCT, LOOPBACK_STOP_WRITES_USED_PCT,
 #   LOOPBACK_STOP_WRITES_AVAIL_PCT, LOOPBACK_EVICT_TENTHS_PCT,
-#   LOOPBACK_EVICT_HIST_BUCKETS, LOOPBACK_MAX_WRITE_CACHE,
+#   LOOPBACK_EVICT_HIST_BUCKETS, LOOPBACK_DEFRAG_LWM_PCT (default: the server's 50),
+#   LOOPBACK_MAX_WRITE_CACHE,
 #   LOOPBACK_POST_WRITE_CACHE (default: 256M, at most an eighth of the file)
 #                         the cache and ssd nodes' eviction settings, to try
 #                         others than the recipes' (README, "A cache that stays full")
@@ -96,7 +97,8 @@ lmcache_namespace() {
     storage-engine $storage
         evict-used-pct ${LOOPBACK_EVICT_USED_PCT:-50}
         stop-writes-used-pct ${LOOPBACK_STOP_WRITES_USED_PCT:-90}
-        stop-writes-avail-pct ${LOOPBACK_STOP_WRITES_AVAIL_PCT:-1}" ;;
+        stop-writes-avail-pct ${LOOPBACK_STOP_WRITES_AVAIL_PCT:-1}"
+        [ -n "${LOOPBACK_DEFRAG_LWM_PCT:-}" ] && echo "        defrag-lwm-pct $LOOPBACK_DEFRAG_LWM_PCT" ;;
     *) echo "    storage-engine $storage" ;;
     esac
     echo "    }

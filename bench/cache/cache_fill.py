@@ -167,7 +167,7 @@ class Shared:
 
 def writer(w, a, settings, plan, shared):
     """One writer process: its stores (monotonic time returned, index, error name or
-    None, seconds the put took), its warm reads (time, global index, hit), its RSS and
+    None, seconds the put took), its warm reads (time, global index, hit, warm index), its RSS and
     its engine's counters, handed to `shared` at the end."""
     conn = _native.Connector(**settings)
     buf, stores, reads, rss = bytearray(a.chunk), [], [], [rss_mib()]
@@ -189,12 +189,13 @@ def writer(w, a, settings, plan, shared):
         shared.stored()
         i += 1
         if plan["warm"] and g % WARM_EVERY == WARM_EVERY - 1:
-            wkey = f"{plan['tag']}/warm/{shared.warm(plan['warm'])}"
+            j = shared.warm(plan["warm"])
+            wkey = f"{plan['tag']}/warm/{j}"
             try:
                 got = conn.get(wkey, buf)
             except _native.Error:  # a read that failed is a miss to its caller
                 got = None
-            reads.append((time.monotonic(), g, got is not None and buf == payload(wkey, a.chunk)))
+            reads.append((time.monotonic(), g, got is not None and buf == payload(wkey, a.chunk), j))
         if w == 0 and time.monotonic() - last >= a.interval:
             last = time.monotonic()
             rss.append(rss_mib())
@@ -269,7 +270,7 @@ def figures(run, results, hit, wrong):
     fifth, tenth = max(1, cap_chunks // 5), max(1, len(alive) // 10)
     warm_keys = [f"{tag}/warm/{j}" for j in range(run["warm"])]
     held = (sum(alive) + sum(hit[k] for k in warm_keys)) * chunk
-    reads = [ok for r in results for _, g, ok in r["reads"] if g >= cap_chunks]
+    reads = [ok for r in results for _, g, ok, _ in r["reads"] if g >= cap_chunks]
     engines = {r["w"]: r["stats"] for r in results}
     ok = len(stores) - len(failed)
     seconds = run["seconds"]
@@ -287,8 +288,13 @@ def figures(run, results, hit, wrong):
         "warm": {"size": run["warm"], "reads_after_first_capacity": len(reads),
                  "hit": sum(reads), "alive": sum(hit[k] for k in warm_keys),
                  # where the misses were, in stores offered (events are in `events`)
-                 "missed_at": sorted(g for r in results for _, g, ok in r["reads"]
-                                     if g >= cap_chunks and not ok)},
+                 "missed_at": sorted(g for r in results for _, g, ok, _ in r["reads"]
+                                     if g >= cap_chunks and not ok),
+                 # each chunk lost by the end: its reads (stores offered, hit), to say
+                 # when it went against the events
+                 "lost": {str(j): sorted([g, ok] for r in results for _, g, ok, jj in r["reads"]
+                                         if jj == j)
+                          for j in range(run["warm"]) if not hit[warm_keys[j]]}},
         "held_bytes": held, "held_of_data_size": round(held / run["data_size"], 3)
         if run["data_size"] else None, "held_of_capacity": round(held / run["capacity"], 3),
         "puts": fig.put_times({r["w"]: [s[3] for s in r["stores"]] for r in results}),
@@ -321,6 +327,9 @@ def print_report(s):
     if w["size"]:
         print(f"warm set of {w['size']}: {w['hit']} / {w['reads_after_first_capacity']} reads "
               f"hit after the first capacity; {w['alive']} / {w['size']} alive at the end")
+        for j, seen in w["lost"].items():
+            print(f"warm chunk {j} lost: reads (% of offered, hit) "
+                  + " ".join(f"{100 * g / s['offered']:.0f}{'+' if ok else '-'}" for g, ok in seen))
     p, c = s["puts"], s["clock"]
     print(f"slowest put {p['max']} s (p99 {p['p99']} s; per writer {p['max_per_writer']})")
     print(f"clock: round trips {c['clock_reservations']} ({c['per_store']} a store, "
