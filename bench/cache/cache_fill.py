@@ -13,7 +13,10 @@ evict-used-pct (or x stop-writes-used-pct without eviction), summed, over the
 replication factor (bench/cache/cache_cluster.py). Before the fill, writer 0 stores a warm
 set; the writers then read one warm chunk, round robin, every 16 stores between them,
 so each warm chunk is read again after --warm-distance of the capacity in stores (0 =
-no warm set). An LRU of the capacity hits every such read.
+no warm set). An LRU of the capacity hits every such read; the run replays its stores
+and reads on an exact LRU of the same budget, which is the capacity times the share
+of nodes in the cluster (a node killed or paused counts out until it is back), and
+reports what it keeps beside ours.
 
 Events (bench/cache/cache_events.py): --event kill:NODE@0.4 kills a node once 40 % of the
 offered stores are done, restart:NODE@+30 starts it again 30 s later, pause:NODE@0.4:8
@@ -71,6 +74,7 @@ import cache_cluster as cluster  # noqa: E402
 import cache_events as events  # noqa: E402
 import cache_figures as fig  # noqa: E402
 from cache_faketime import FaketimeProcess  # noqa: E402
+from cache_lru import ExactLRU  # noqa: E402
 
 WARM_EVERY = 16  # stores, between all writers, per warm read
 
@@ -309,6 +313,60 @@ def figures(run, results, hit, wrong):
     }
 
 
+DOWN, BACK = {"kill", "pause"}, {"restart", "resume"}
+
+
+def budget_shares(records, t0, nodes):
+    """[(monotonic time, share of the capacity)] from the events' records: a node
+    killed or paused counts out from its event until it is restarted or resumed."""
+    out, down = [], set()
+    for r in sorted((r for r in records if r["t_s"] is not None and r["ok"]),
+                    key=lambda r: r["t_s"]):
+        if r["action"] in DOWN:
+            down.add(r["node"])
+        elif r["action"] in BACK:
+            down.discard(r["node"])
+        else:
+            continue
+        out.append((t0 + r["t_s"], (nodes - len(down)) / nodes))
+    return out
+
+
+def exact_lru(run, results, shares):
+    """What an exact LRU keeps of the same run: the warm set stored first, then every
+    store that landed and every warm read, in the order they returned; its budget is
+    the capacity times the share of it up at that moment (budget_shares). The same
+    figures as ours: warm reads hit after the first capacity, warm alive at the end,
+    newest and oldest fifth."""
+    chunk, tag, cap_chunks = run["chunk"], run["tag"], run["capacity"] // run["chunk"]
+    lru = ExactLRU(run["capacity"])
+    warm_keys = [f"{tag}/warm/{j}" for j in range(run["warm"])]
+    for key in warm_keys:
+        lru.insert(key, chunk)
+    stores = sorted((t, f"{tag}/{r['w']}/{i}", err) for r in results
+                    for t, i, err, _ in r["stores"])
+    ops = sorted([(t, "store", key, 0) for t, key, err in stores if not err] +
+                 [(t, "read", f"{tag}/warm/{j}", g) for r in results
+                  for t, g, _, j in r["reads"]])
+    changes, reads = sorted(shares), []
+    for t, op, key, g in ops:
+        while changes and changes[0][0] <= t:
+            lru.resize(int(run["capacity"] * changes.pop(0)[1]))
+        if op == "store":
+            lru.insert(key, chunk)
+            continue
+        if key in lru:
+            lru.touch(key)
+        if g >= cap_chunks:
+            reads.append(key in lru)
+    alive = [key in lru for _, key, _ in stores]
+    fifth = max(1, cap_chunks // 5)
+    return {"warm_hit": sum(reads), "warm_reads": len(reads),
+            "warm_alive": sum(key in lru for key in warm_keys),
+            "newest_fifth": round(sum(alive[-fifth:]) / fifth, 3),
+            "oldest_fifth": round(sum(alive[:fifth]) / fifth, 3)}
+
+
 def print_report(s):
     """The figures as the lines the run prints."""
     cap = s["capacity_chunks"]
@@ -330,6 +388,11 @@ def print_report(s):
         for j, seen in w["lost"].items():
             print(f"warm chunk {j} lost: reads (% of offered, hit) "
                   + " ".join(f"{100 * g / s['offered']:.0f}{'+' if ok else '-'}" for g, ok in seen))
+    lru = s.get("lru")
+    if lru:
+        print(f"an exact LRU of the same budget: {lru['warm_hit']} / {lru['warm_reads']} warm "
+              f"reads hit, {lru['warm_alive']} / {w['size']} alive; newest fifth "
+              f"{lru['newest_fifth']:.2f}, oldest {lru['oldest_fifth']:.2f}")
     p, c = s["puts"], s["clock"]
     print(f"slowest put {p['max']} s (p99 {p['p99']} s; per writer {p['max_per_writer']})")
     print(f"clock: round trips {c['clock_reservations']} ({c['per_store']} a store, "
@@ -413,8 +476,9 @@ def main(argv=None):
     hit, wrong = survivors(a, settings, keys)
     nodes1 = ns_nodes(conn, a.namespace)
     counters = cluster.namespace_counters(nodes1)
-    s = figures({"capacity": cap, "chunk": a.chunk, "offered": n, "tag": tag, "warm": warm,
-                 "seconds": seconds, "data_size": cluster.data_size(nodes0)}, results, hit, wrong)
+    run = {"capacity": cap, "chunk": a.chunk, "offered": n, "tag": tag, "warm": warm,
+           "seconds": seconds, "data_size": cluster.data_size(nodes0)}
+    s = figures(run, results, hit, wrong)
     logs = fig.server_logs(a.server_log, [nodes.names[x] for x in nodes.addresses
                                           if x in nodes.names])
     s.update({"command": " ".join([os.path.basename(sys.executable)] + sys.argv),
@@ -425,7 +489,8 @@ def main(argv=None):
               "debris": debris(conn), "objects": counters["master_objects"],
               "server": {"evicted": cluster.evicted_since(nodes0, nodes1),
                          "stop_writes": counters["stop_writes"]},
-              "nsup": fig.nsup_per_node(logs, a.namespace, since)})
+              "nsup": fig.nsup_per_node(logs, a.namespace, since),
+              "lru": exact_lru(run, results, budget_shares(records, t0, len(nodes0)))})
     print_report(s)
     fig.write_json(a.json, s)
     for key in keys:

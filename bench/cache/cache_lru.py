@@ -53,6 +53,14 @@ class ExactLRU:
         self.items[key] = nbytes
         self.used += nbytes
         self.store_log.append((key, nbytes))
+        self._fit()
+
+    def resize(self, budget_bytes):
+        """A new budget (a cluster that lost a node holds less), least recent out first."""
+        self.budget = budget_bytes
+        self._fit()
+
+    def _fit(self):
         while self.used > self.budget:
             _, size = self.items.popitem(last=False)
             self.used -= size

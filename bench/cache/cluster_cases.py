@@ -152,7 +152,8 @@ def run_case(a, case, writers, chunk):
 
 COLUMNS = ("case", "writers x chunk", "stored / offered", "put raised", "dropped",
            "MB/s", "newest fifth", "oldest fifth", "warm reads hit", "warm alive",
-           "slowest put s (p99)", "clock trips / store, / s", "own clocks (fallbacks)",
+           "exact LRU: warm reads hit, alive", "slowest put s (p99)",
+           "clock trips / store, / s", "own clocks (fallbacks)",
            "NSUP refused (longest run)", "debris / records", "wrong bytes",
            "events, writers' clocks")
 
@@ -171,13 +172,21 @@ def cells(s):
         ", ".join(f"{k} {v}" for k, v in dropped.items()) or "0",
         f"{s['mb_per_s']:.0f}", f"{s['newest_fifth']:.2f}", f"{s['oldest_fifth']:.2f}",
         f"{w['hit']} / {w['reads_after_first_capacity']}", f"{w['alive']} / {w['size']}",
-        f"{p['max']} ({p['p99']})", f"{c['per_store']}, {c['per_second']}",
+        _lru(s.get("lru"), w["size"]), f"{p['max']} ({p['p99']})",
+        f"{c['per_store']}, {c['per_second']}",
         f"{sum(c['clock_local'].values())} ({sum(c['clock_fallbacks'].values())})",
         "; ".join(f"{n}: {v['refused']} ({v['longest_run']})" for n, v in nsup.items()
                   if "refused" in v) or "–",
         f"{s['debris']} / {s['objects']}", str(s["wrong_bytes"]),
         "; ".join([_event(r) for r in s["events"]] + _clocks(s)) or "–",
     ]
+
+
+def _lru(lru, size):
+    """An exact LRU of the same budget (cache_fill.exact_lru), in the table's terms."""
+    if not lru:
+        return "–"
+    return f"{lru['warm_hit']} / {lru['warm_reads']}, {lru['warm_alive']} / {size}"
 
 
 def _size(n):

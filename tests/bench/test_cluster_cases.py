@@ -265,6 +265,34 @@ def test_the_fill_figures_follow_the_order_the_stores_returned():
     json.dumps(s)  # the --json document
 
 
+def test_an_exact_lru_of_the_same_budget_replays_the_run():
+    import cache_fill
+
+    # Capacity 4 chunks over 2 nodes; a warm chunk, stores at t = 1..6, the warm chunk
+    # read at 2.5 and again at 5.5 (offered 2 and 5, after the first capacity: 4).
+    chunk = 1 << 20
+    run = {"capacity": 4 * chunk, "chunk": chunk, "tag": "T", "warm": 1}
+    results = [{"w": 0, "stores": [(float(t), t - 1, None, 0.01) for t in range(1, 7)],
+                "reads": [(2.5, 2, True, 0), (5.5, 5, True, 0)]}]
+    whole = cache_fill.exact_lru(run, results, [])
+    # Read at 2.5, the warm chunk is the newest of 4 at 5.5: a hit, and it stays.
+    assert whole == {"warm_hit": 1, "warm_reads": 1, "warm_alive": 1,
+                     "newest_fifth": 1.0, "oldest_fifth": 0.0}
+    # One node of two killed at 3.5 and back at 7: the budget is 2 chunks meanwhile, and
+    # the stores at 4 and 5 push the warm chunk out before its read at 5.5.
+    events = [{"action": "kill", "node": "n1", "t_s": 3.5, "ok": True},
+              {"action": "restart", "node": "n1", "t_s": 7.0, "ok": True},
+              {"action": "pause", "node": "n0", "t_s": None, "ok": False}]
+    shares = cache_fill.budget_shares(events, 0.0, 2)
+    assert shares == [(3.5, 0.5), (7.0, 1.0)]
+    assert cache_fill.exact_lru(run, results, shares) == {
+        "warm_hit": 0, "warm_reads": 1, "warm_alive": 0, "newest_fifth": 1.0,
+        "oldest_fifth": 0.0}
+    # A store that failed is not in the LRU either.
+    results[0]["stores"][-1] = (6.0, 5, "ETIMEOUT", 2.0)
+    assert cache_fill.exact_lru(run, results, [])["newest_fifth"] == 0.0
+
+
 def test_put_times_and_percentiles():
     assert fig.percentile([], 99) is None
     assert fig.percentile(list(range(1, 101)), 99) == 99
@@ -303,6 +331,8 @@ def test_the_cases_table_has_a_row_per_case():
          "failed_by_error": {"EBUSY": 120}, "dropped": {"dropped_full": 0, "dropped_busy": 120},
          "mb_per_s": 160.4, "newest_fifth": 1.0, "oldest_fifth": 0.0,
          "warm": {"hit": 250, "reads_after_first_capacity": 256, "alive": 32, "size": 32},
+         "lru": {"warm_hit": 256, "warm_reads": 256, "warm_alive": 32, "newest_fifth": 1.0,
+                 "oldest_fifth": 0.0},
          "puts": {"max": 2.5, "p99": 0.4}, "nsup": {"cache0": {"refused": 2, "longest_run": 1}},
          "clock": {"per_store": 0.33, "per_second": 50.1, "clock_local": {"0": 3, "1": 4},
                    "clock_fallbacks": {"0": 10, "1": 0}},
@@ -317,7 +347,8 @@ def test_the_cases_table_has_a_row_per_case():
                                    for line in lines)
     row = lines[2]
     for cell in ("| 4 x 1 MiB |", "| 5,000 / 5,120 |", "| EBUSY 120 |", "| busy 120 |",
-                 "| 250 / 256 |", "| 2.5 (0.4) |", "| 7 (10) |", "| cache0: 2 (1) |",
+                 "| 250 / 256 |", "| 256 / 256, 32 / 32 |", "| 2.5 (0.4) |", "| 7 (10) |",
+                 "| cache0: 2 (1) |",
                  "kill cache1 12 s (40 %); restart cache1 42 s (after the fill)",
                  "writer 1 clock +30s (measured 30.0 s)"):
         assert cell in row
@@ -390,6 +421,11 @@ def test_a_short_fill_with_events_on_the_test_servers_cluster(tmp_path):
         assert abs(s["wall_offset_s"]["1"] - 30) < 5
     assert all(v is not None for v in state.values())
     assert "slowest put" in run.stdout and "event pause:clock@0.2:1" in run.stdout
+    # Beside ours, an exact LRU replayed the run, its budget a third smaller while paused.
+    lru = s["lru"]
+    assert set(lru) == {"warm_hit", "warm_reads", "warm_alive", "newest_fifth", "oldest_fifth"}
+    assert lru["warm_alive"] <= s["warm"]["size"]
+    assert "an exact LRU of the same budget" in run.stdout
 
 
 def test_a_short_cache_bench_with_an_event_reports_the_fill_figures(tmp_path):
