@@ -106,9 +106,9 @@ typedef struct lmca_config {
     uint32_t max_conns_per_node;    /* connection pool size; default 64 */
     /* A cache when the namespace is full (DESIGN.md, "A cache that stays full"). */
     bool touch_on_hit;              /* a get that found a chunk not among the
-                                       newest queues it to be touched at the head
-                                       of the shared clock (lmca_touch_hits);
-                                       default true */
+                                       newest queues it to be touched ahead of
+                                       the shared clock's head by a quarter of the
+                                       namespace (lmca_touch_hits); default true */
     bool shared_clock;              /* void times come from the namespace's shared
                                        clock record (lmca_eviction_t); false = this
                                        handle's own, as if alone; default true */
@@ -300,9 +300,11 @@ LMCA_EXTERN int lmca_limits_resolve(const lmca_server_info_t *srv, const lmca_co
  * second. The clock that does so is shared by every handle on the namespace, in
  * any process on any host: a counter record in the namespace's set "lmca_clock"
  * (never expiring; one per namespace), from which each handle reserves leases
- * of positions (shared_clock, default true). A hit moves a chunk to the head:
- * a get that found a chunk not among the newest queues it to be touched at a
- * new place on the clock (touch_on_hit, lmca_touch_hits). DESIGN.md, "A cache
+ * of positions (shared_clock, default true). A hit moves a chunk past the
+ * head: a get that found a chunk not among the newest queues it to be touched
+ * at a new place on the clock, the span of a quarter of the namespace's records
+ * ahead of the head, so that it outlives NSUP's cuts (touch_on_hit,
+ * lmca_touch_hits). DESIGN.md, "A cache
  * that stays full", has the measurements.
  */
 typedef struct lmca_eviction {
@@ -512,7 +514,7 @@ LMCA_EXTERN int lmca_touch(lmca_t *h, const char *key, bool pin, lmca_err_t *err
 
 /*
  * Touches now every chunk that gets found since the last call queued for a move
- * to the head of the eviction order (touch_on_hit): their records get new
+ * past the head of the eviction order (touch_on_hit): their records get new
  * places on the shared clock, in batch calls. The pool's workers call it
  * themselves (when one would go idle, and every 64 hits or 20 ms while busy), a
  * blocking lmca_get before it returns, and lmca_close once more; call it to

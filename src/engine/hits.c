@@ -1,5 +1,5 @@
 /*
- * hits.c - a hit moves its chunk to the head of the eviction order.
+ * hits.c - a hit moves its chunk past the head of the eviction order.
  *
  * NSUP evicts the lowest void times first, so a chunk that was read must get a
  * void time after every chunk stored before the read. The server's read-touch
@@ -11,6 +11,19 @@
  * touched together at new places on the clock: one reservation, then one batch
  * call for their segments and one for their meta records (segments first, so
  * a touch cut short leaves no meta record due after its segments).
+ *
+ * Ahead of the head. A chunk moved to the very head outlives only what was
+ * stored before its read, as in an exact LRU; but NSUP cuts evict-tenths-pct
+ * of the records at a time (30 % in the cache recipe) and goes on cutting after
+ * a node is lost, so a namespace holds 70-100 % of its capacity, and a warm
+ * chunk read every half capacity was cut at the bottom of that swing (a
+ * three-node cluster with a node killed kept 44 of 48; docs/measurements-cache.md).
+ * So a move is placed hit_lead_us() ahead of the head: a read chunk outlives
+ * the stores of a quarter of the namespace besides. The seconds there get the
+ * moves' records as well as their own stores: the moves took their places at
+ * the head (at most per_second a second), and per_second is half of NSUP's
+ * target (plan.c, TARGET_SHARE), so a second still holds no more than the
+ * target.
  *
  * Off the get path. The pool's workers touch the queue when a worker would go
  * idle, and when it is due while they are busy (HITS_BATCH chunks, or the
@@ -48,6 +61,11 @@
    records the namespace holds when that is more. */
 #define FRESH_MIN_US 1000000u
 #define FRESH_SHARE 16
+/* A move goes ahead of the head by the span of a quarter of the records the
+   namespace holds (at most a quarter of the TTL, so a chunk never lives past
+   1.25 TTL): a little less than the 30 % NSUP cuts at a time in the cache
+   recipe, which is what a namespace may hold less than its capacity. */
+#define HIT_LEAD_SHARE 4
 
 void
 lmca__hits_init(lmca_t *h)
@@ -70,16 +88,32 @@ records_of(uint32_t nseg)
     return nseg > 1 ? nseg + 1 : 1;
 }
 
-/* How near the head a chunk's void time is fresh, in µs. Without eviction
-   (per_second 0) a sixteenth of the TTL. */
+/* How near the head a chunk's void time is fresh, in µs: the span of the
+   newest sixteenth of the records, at most a sixteenth of the TTL (all there is
+   without eviction, per_second 0; a plan whose per_second was set far below the
+   namespace's records made every hit fresh). */
 static uint64_t
 fresh_us(lmca_t *h)
 {
     uint64_t step = lmca__clock_step(h);
     uint64_t records = atomic_load_explicit(&h->cache.records, memory_order_relaxed);
-    uint64_t us = step ? records / FRESH_SHARE * step
-                    : (uint64_t)h->cfg.default_ttl_seconds * 1000000u / FRESH_SHARE;
+    uint64_t ttl_share = (uint64_t)h->cfg.default_ttl_seconds * 1000000u / FRESH_SHARE;
+    uint64_t us = step && records / FRESH_SHARE * step < ttl_share ? records / FRESH_SHARE * step
+                                                                  : ttl_share;
     return us > FRESH_MIN_US ? us : FRESH_MIN_US;
+}
+
+/* How far ahead of the head a move is placed, in µs; 0 without eviction, where
+   the clock is real time and any order is NSUP's own. */
+static uint64_t
+hit_lead_us(lmca_t *h)
+{
+    uint64_t step = lmca__clock_step(h);
+    uint64_t records = atomic_load_explicit(&h->cache.records, memory_order_relaxed);
+    uint64_t cap = (uint64_t)h->cfg.default_ttl_seconds * 1000000u / HIT_LEAD_SHARE;
+    uint64_t us = records / HIT_LEAD_SHARE * step;
+
+    return us < cap ? us : cap;
 }
 
 /* The chunk's void time is within fresh_us() of the head. meta->ttl is what
@@ -232,6 +266,7 @@ touch(lmca_t *h, lmca__hit **q, size_t n, lmca_err_t *err)
        records follow chunk i - 1's. Segments in rows [0, nsegs), meta records
        after them. */
     at = lmca__clock_move(h, (uint32_t)(records < UINT32_MAX ? records : UINT32_MAX), &step);
+    at += at ? hit_lead_us(h) : 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t ttl = lmca__record_ttl(h, at / 1000000u, false);
         for (uint32_t s = 0; q[i]->nseg > 1 && s < q[i]->nseg; s++, r++) {

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -71,6 +72,42 @@ TEST(a_hit_is_due_after_every_chunk_stored_before_it)
     lmca_stats(h, &st);
     ASSERT_EQ(st.hits_touched, 1);
     lmca_close(h);
+}
+
+/* NSUP cuts a share of the records at a time, so a namespace holds less than
+   its capacity after a cut: a hit goes ahead of the head by the span of a
+   quarter of the records the namespace holds (at most a quarter of the TTL),
+   and outlives that many stores besides. */
+TEST(a_hit_goes_a_quarter_of_the_namespace_ahead_of_the_head)
+{
+    /* An eviction plan needs evict-used-pct; at 90 %, no record of this test is
+       evicted. */
+    ASSERT(strcmp(th_info("set-config:context=namespace;id=small;evict-used-pct=90"), "ok") == 0);
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    uint8_t buf[64] = {2}, out[64];
+    size_t got;
+    lmca_err_t err = {0};
+    lmca_eviction_t plan;
+    const char *old = th_key("old"), *last;
+
+    th_config(&cfg, "small");
+    cfg.default_ttl_seconds = 40; /* fresh: 2.5 s of the head at most; lead 10 s */
+    cfg.records_per_void_second = 1;
+    cfg.max_put_wait_ms = 10000;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    ASSERT_RC(lmca_put(h, old, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    last = store(h, 4);
+    lmca_eviction(h, &plan);
+    ASSERT_RC(lmca_get(h, old, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+    uint32_t moved = ttl_of(h, old), head = ttl_of(h, last);
+    lmca_close(h);
+    ASSERT(strcmp(th_info("set-config:context=namespace;id=small;evict-used-pct=0"), "ok") == 0);
+    /* One record a second: the lead is records / 4 seconds, at most 10. */
+    ASSERT(plan.enabled && plan.records >= 8);
+    uint64_t lead = plan.records / 4 < 10 ? plan.records / 4 : 10;
+    ASSERT(moved >= head + lead - 1);
+    ASSERT(moved <= head + lead + 3);
 }
 
 TEST(the_servers_read_touch_alone_leaves_a_hit_behind_the_lead)
@@ -353,6 +390,7 @@ TEST(a_chunk_with_a_segment_left_behind_keeps_its_meta_behind_too)
 
 TEST_LIST = {
     T(a_hit_is_due_after_every_chunk_stored_before_it),
+    T(a_hit_goes_a_quarter_of_the_namespace_ahead_of_the_head),
     T(the_servers_read_touch_alone_leaves_a_hit_behind_the_lead),
     T(every_record_of_a_hit_chunk_moves_with_it),
     T(fresh_hits_pinned_chunks_and_lookups_touch_nothing),
