@@ -75,5 +75,8 @@ def test_a_writer_whose_clock_is_off_neither_waits_nor_moves_the_order(aerospike
         assert all(TTL - 5 <= t <= TTL + 5 for t in got), got
         assert all(b + 1 >= a for a, b in zip(got[1:], got[2:])), got
         assert r["hit"] and r["stats"]["hits_touched"] == 1, r["stats"]
-        assert got[0] >= max(got[1:]), got
+        # A second either way, as the order above allows: a TTL is the void second
+        # less the servers' now as the handle last learnt it, and the move's own
+        # round trip teaches it anew (unmoved, the first put is 3-8 s behind).
+        assert got[0] + 1 >= max(got[1:]), got
     assert abs(sorted(by_writer[0])[PUTS // 2] - sorted(by_writer[1])[PUTS // 2]) <= 2
