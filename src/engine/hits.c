@@ -18,7 +18,7 @@
  * a node is lost, so a namespace holds 70-100 % of its capacity, and a warm
  * chunk read every half capacity was cut at the bottom of that swing (a
  * three-node cluster with a node killed kept 44 of 48; docs/measurements-cache.md).
- * So a move is placed hit_lead_us() ahead of the head: a read chunk outlives
+ * So a move is placed records / HIT_LEAD_SHARE ahead of the head: a read chunk outlives
  * the stores of a quarter of the namespace besides. The seconds there get the
  * moves' records as well as their own stores: the moves took their places at
  * the head (at most per_second a second), and per_second is half of NSUP's
@@ -88,32 +88,26 @@ records_of(uint32_t nseg)
     return nseg > 1 ? nseg + 1 : 1;
 }
 
-/* How near the head a chunk's void time is fresh, in µs: the span of the
-   newest sixteenth of the records, at most a sixteenth of the TTL (all there is
-   without eviction, per_second 0; a plan whose per_second was set far below the
-   namespace's records made every hit fresh). */
+/* The span on the clock of records / `share` (the namespace's records at
+   `step` µs each), at most TTL / `share`, and that alone without eviction (step 0).
+   Near the head of a clock whose per_second was set far below the namespace's
+   records, the span alone would be days: every hit fresh, a move days ahead. */
+static uint64_t
+records_span_us(lmca_t *h, uint64_t step, uint64_t share)
+{
+    uint64_t records = atomic_load_explicit(&h->cache.records, memory_order_relaxed);
+    uint64_t cap = (uint64_t)h->cfg.default_ttl_seconds * 1000000u / share;
+    uint64_t us = records / share * step;
+
+    return step && us < cap ? us : cap;
+}
+
+/* How near the head a chunk's void time is fresh, in µs. */
 static uint64_t
 fresh_us(lmca_t *h)
 {
-    uint64_t step = lmca__clock_step(h);
-    uint64_t records = atomic_load_explicit(&h->cache.records, memory_order_relaxed);
-    uint64_t ttl_share = (uint64_t)h->cfg.default_ttl_seconds * 1000000u / FRESH_SHARE;
-    uint64_t us = step && records / FRESH_SHARE * step < ttl_share ? records / FRESH_SHARE * step
-                                                                  : ttl_share;
+    uint64_t us = records_span_us(h, lmca__clock_step(h), FRESH_SHARE);
     return us > FRESH_MIN_US ? us : FRESH_MIN_US;
-}
-
-/* How far ahead of the head a move is placed, in µs; 0 without eviction, where
-   the clock is real time and any order is NSUP's own. */
-static uint64_t
-hit_lead_us(lmca_t *h)
-{
-    uint64_t step = lmca__clock_step(h);
-    uint64_t records = atomic_load_explicit(&h->cache.records, memory_order_relaxed);
-    uint64_t cap = (uint64_t)h->cfg.default_ttl_seconds * 1000000u / HIT_LEAD_SHARE;
-    uint64_t us = records / HIT_LEAD_SHARE * step;
-
-    return us < cap ? us : cap;
 }
 
 /* The chunk's void time is within fresh_us() of the head. meta->ttl is what
@@ -266,7 +260,9 @@ touch(lmca_t *h, lmca__hit **q, size_t n, lmca_err_t *err)
        records follow chunk i - 1's. Segments in rows [0, nsegs), meta records
        after them. */
     at = lmca__clock_move(h, (uint32_t)(records < UINT32_MAX ? records : UINT32_MAX), &step);
-    at += at ? hit_lead_us(h) : 0;
+    /* Without eviction (step 0) the clock is real time: no lead to outlive a
+       cut by, and the TTL stays the TTL. */
+    at += at && step ? records_span_us(h, step, HIT_LEAD_SHARE) : 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t ttl = lmca__record_ttl(h, at / 1000000u, false);
         for (uint32_t s = 0; q[i]->nseg > 1 && s < q[i]->nseg; s++, r++) {
