@@ -29,7 +29,9 @@ token, vLLM's prefix-cache counters (external_hits: tokens the connector gave),
 and the chunk keys that came new in the set (named when the surfaces run with
 send_key, which this module's LMCache config sets); and the hits LMCache's
 scheduler logged (in-process surfaces; with mp the server logs them, read by
-mp_server.MPServer.prefetches).
+mp_server.MPServer.prefetches); and the loads LMCache logged as short
+(load_shortfalls: tokens retrieved of those expected), whose blocks vLLM then
+computed again.
 
 The model is a tiny Llama written by `write_tiny_llama`: a config and weights drawn
 from a seed, float32. Weights, not vLLM's `load_format="dummy"`: the dummy loader
@@ -97,6 +99,10 @@ QK_STD = 0.15
 
 # LMCache's scheduler, per request (lmcache/integration/vllm/vllm_v1_adapter.py:1476-1484).
 _LMCACHE_HITS = re.compile(r"LMCache hit tokens: (\d+), need to load: (\d+)")
+# A load that came back short: LMCache reports the missing blocks to vLLM, which
+# computes them again (vllm_v1_adapter.py:870-896), so the prompt's tokens still
+# count as external hits though their KV was computed.
+_LMCACHE_SHORT = re.compile(r"Num retrieved tokens: (\d+), num expected tokens: (\d+)")
 
 
 # -- the model ------------------------------------------------------------------------
@@ -387,7 +393,8 @@ def _generate(args: argparse.Namespace, model: Path) -> dict:
     return {"surface": args.surface, "model": str(model), "pid": os.getpid(),
             "chunk_size": args.chunk_size, "full_chunks": lengths[0] // args.chunk_size,
             "startup_s": startup_s, "prompts": prompts,
-            "lmcache_hits": _lmcache_hits(args.log)}
+            "lmcache_hits": _lmcache_hits(args.log),
+            "load_shortfalls": _load_shortfalls(args.log)}
 
 
 def _step_tokens(lengths: list[int], chunk_size: int) -> Optional[int]:
@@ -441,6 +448,13 @@ def _wait_for_chunks(store: Any, had: tuple, count: int) -> tuple[list[str], int
             raise TimeoutError(f"{new} of {count} chunks in the set after "
                                f"{STORE_TIMEOUT_S:.0f} s: the stores did not land")
         time.sleep(0.2)
+
+
+def _load_shortfalls(log: Optional[Path]) -> list[dict]:
+    if log is None:
+        return []
+    text = Path(log).read_text(errors="replace")
+    return [{"retrieved": int(r), "expected": int(e)} for r, e in _LMCACHE_SHORT.findall(text)]
 
 
 def _lmcache_hits(log: Optional[Path]) -> list[dict]:

@@ -54,12 +54,16 @@ def store_restart_load(plugin_settings: dict, *, tokens: int, chunk: int) -> dic
             if cold is not None:
                 _remove(_native, plugin_settings, cold["prompts"][0]["new_keys"])
     c, w = cold["prompts"][0], warm["prompts"][0]
+    short = sum(s["expected"] - s["retrieved"] for s in warm["load_shortfalls"])
     return {"tokens": tokens, "chunk_size": chunk, "full_chunks": cold["full_chunks"],
             # vLLM computes a prompt's last token whatever the cache holds.
             "cached_tokens": min(cold["full_chunks"] * chunk, tokens - 1),
             "stored_chunks": c["new_chunks"],
             "cold_prefill_s": _prefill(c), "warm_prefill_s": _prefill(w),
-            "retrieved_tokens": w["prefix_cache"]["external_hits"],
+            # Tokens vLLM scheduled as hits, less those whose load came back
+            # short (vLLM computed their blocks again).
+            "retrieved_tokens": w["prefix_cache"]["external_hits"] - short,
+            "load_shortfalls": warm["load_shortfalls"],
             "num_cached_tokens": w["num_cached_tokens"],
             "same_tokens": c["output_token_ids"] == w["output_token_ids"],
             "outputs_identical": (c["output_token_ids"], c["logprobs"])
