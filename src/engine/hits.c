@@ -31,10 +31,15 @@
  * to leave it to, touches its hit (and any queued) before it returns, and
  * lmca_close touches what is left.
  *
- * Fresh hits. A chunk due within fresh_us() of the clock's head is among the
- * newest already (NSUP evicts whole seconds: a second nearer the head changes
- * nothing), and touching it would rewrite it for nothing: it is skipped
- * (hits_fresh). So is a pinned chunk, which never expires.
+ * Fresh hits. A chunk due half the lead past the head or more (less a second:
+ * NSUP evicts whole seconds) was moved lately, and touching it again would
+ * rewrite it for little: it is skipped (hits_fresh). One nearer is moved, so a
+ * read chunk always has half a lead to outlive NSUP's cuts: skipped while within
+ * the newest sixteenth of the records, a chunk read again as the head passed it
+ * was cut before its next read when a lost node left the cluster two thirds of
+ * its capacity (a warm chunk of 12 lost in 4 of 7 kills with a restart
+ * mid-fill; skipped within a second of the head, in 1 of 5). So is a pinned
+ * chunk, which never expires.
  *
  * A touch is a hint, but a warm chunk left where it was is evicted: a refusal
  * that passes (a node lost or paused, a busy key or device, stop-writes) is
@@ -57,10 +62,8 @@
 #define HITS_RETRY_MS 10000
 #define HITS_RETRY_GAP_MS 1000
 #define HITS_DUE_MS 20
-/* Fresh: due within a second of the head, or within the newest sixteenth of the
-   records the namespace holds when that is more. */
-#define FRESH_MIN_US 1000000u
-#define FRESH_SHARE 16
+/* Fresh: due half the lead past the head, less this. */
+#define FRESH_US 1000000u
 /* A move goes ahead of the head by the span of a quarter of the records the
    namespace holds (at most a quarter of the TTL, so a chunk never lives past
    1.25 TTL): a little less than the 30 % NSUP cuts at a time in the cache
@@ -91,7 +94,7 @@ records_of(uint32_t nseg)
 /* The span on the clock of records / `share` (the namespace's records at
    `step` µs each), at most TTL / `share`, and that alone without eviction (step 0).
    Near the head of a clock whose per_second was set far below the namespace's
-   records, the span alone would be days: every hit fresh, a move days ahead. */
+   records, the span alone would be days: a move days ahead. */
 static uint64_t
 records_span_us(lmca_t *h, uint64_t step, uint64_t share)
 {
@@ -102,15 +105,8 @@ records_span_us(lmca_t *h, uint64_t step, uint64_t share)
     return step && us < cap ? us : cap;
 }
 
-/* How near the head a chunk's void time is fresh, in µs. */
-static uint64_t
-fresh_us(lmca_t *h)
-{
-    uint64_t us = records_span_us(h, lmca__clock_step(h), FRESH_SHARE);
-    return us > FRESH_MIN_US ? us : FRESH_MIN_US;
-}
-
-/* The chunk's void time is within fresh_us() of the head. meta->ttl is what
+/* The chunk's void time is half the lead past the head, less FRESH_US (the
+   lead is 0 without eviction: the head itself). meta->ttl is what
    the client made of the server's void time with this host's clock
    (cf_server_void_time_to_ttl: void time less the host's now), so the host's
    clock turns it back into the void time, which is the servers' (a host whose
@@ -121,7 +117,9 @@ static bool
 fresh(lmca_t *h, const lmca_meta_t *meta)
 {
     uint64_t due = (lmca__now_us() / 1000000u + meta->ttl + 1) * 1000000u;
-    return due + fresh_us(h) > lmca__clock_head(h);
+    uint64_t step = lmca__clock_step(h);
+    uint64_t half_lead = step ? records_span_us(h, step, HIT_LEAD_SHARE) / 2 : 0;
+    return due + FRESH_US > lmca__clock_head(h) + half_lead;
 }
 
 /* Takes the queue; NULL when empty. */

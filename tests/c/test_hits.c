@@ -32,6 +32,31 @@ open_slow_clock(bool touch_on_hit)
     return h;
 }
 
+/* A handle on namespace `small` made to evict (an eviction plan needs
+   evict-used-pct; at 90 %, no record of these tests is evicted), one record a
+   second of clock; stop_evicting() turns it back off. */
+static lmca_t *
+open_evicting(int64_t ttl_seconds)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+
+    ASSERT(strcmp(th_info("set-config:context=namespace;id=small;evict-used-pct=90"), "ok") == 0);
+    th_config(&cfg, "small");
+    cfg.default_ttl_seconds = ttl_seconds;
+    cfg.records_per_void_second = 1;
+    cfg.max_put_wait_ms = 10000;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    return h;
+}
+
+static void
+stop_evicting(void)
+{
+    ASSERT(strcmp(th_info("set-config:context=namespace;id=small;evict-used-pct=0"), "ok") == 0);
+}
+
 static uint32_t
 ttl_of(lmca_t *h, const char *key)
 {
@@ -80,34 +105,61 @@ TEST(a_hit_is_due_after_every_chunk_stored_before_it)
    and outlives that many stores besides. */
 TEST(a_hit_goes_a_quarter_of_the_namespace_ahead_of_the_head)
 {
-    /* An eviction plan needs evict-used-pct; at 90 %, no record of this test is
-       evicted. */
-    ASSERT(strcmp(th_info("set-config:context=namespace;id=small;evict-used-pct=90"), "ok") == 0);
-    lmca_config_t cfg;
-    lmca_t *h = NULL;
+    lmca_t *h = open_evicting(40); /* a lead of 10 s at most */
     uint8_t buf[64] = {2}, out[64];
     size_t got;
     lmca_err_t err = {0};
     lmca_eviction_t plan;
     const char *old = th_key("old"), *last;
 
-    th_config(&cfg, "small");
-    cfg.default_ttl_seconds = 40; /* fresh: 2.5 s of the head at most; lead 10 s */
-    cfg.records_per_void_second = 1;
-    cfg.max_put_wait_ms = 10000;
-    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
     ASSERT_RC(lmca_put(h, old, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
     last = store(h, 4);
     lmca_eviction(h, &plan);
     ASSERT_RC(lmca_get(h, old, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
     uint32_t moved = ttl_of(h, old), head = ttl_of(h, last);
     lmca_close(h);
-    ASSERT(strcmp(th_info("set-config:context=namespace;id=small;evict-used-pct=0"), "ok") == 0);
+    stop_evicting();
     /* One record a second: the lead is records / 4 seconds, at most 10. */
     ASSERT(plan.enabled && plan.records >= 8);
     uint64_t lead = plan.records / 4 < 10 ? plan.records / 4 : 10;
     ASSERT(moved >= head + lead - 1);
     ASSERT(moved <= head + lead + 3);
+}
+
+/* A chunk behind the head is moved however few of the namespace's records
+   were stored after it (one skipped while within the newest sixteenth was cut
+   before its next read when a lost node left the cluster two thirds of its
+   capacity), and one still half its lead ahead is not. */
+TEST(a_hit_behind_the_head_is_moved_however_near)
+{
+    lmca_t *h = open_evicting(3600);
+    uint8_t buf[64] = {2}, out[64];
+    size_t got;
+    lmca_err_t err = {0};
+    lmca_eviction_t plan;
+    lmca_stats_t st, again;
+    const char *old = th_key("old"), *last;
+
+    ASSERT_RC(lmca_put(h, old, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    last = store(h, 4);
+    lmca_eviction(h, &plan);
+    uint32_t before = ttl_of(h, old), head = ttl_of(h, last);
+    ASSERT_RC(lmca_get(h, old, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+    uint32_t moved = ttl_of(h, old);
+    lmca_stats(h, &st);
+    /* Moved a lead ahead, it is fresh until the head is half that near. */
+    ASSERT_RC(lmca_get(h, old, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+    lmca_stats(h, &again);
+    lmca_close(h);
+    stop_evicting();
+    /* 4 records behind the head, of a namespace holding far more than 16 x 4. */
+    ASSERT(plan.enabled && plan.records / 16 > 8);
+    ASSERT(before + 3 <= head);
+    ASSERT_EQ(st.hits_fresh, 0);
+    ASSERT_EQ(st.hits_touched, 1);
+    ASSERT(moved > head);
+    ASSERT_EQ(again.hits_fresh, 1);
+    ASSERT_EQ(again.hits_touched, 1);
 }
 
 TEST(the_servers_read_touch_alone_leaves_a_hit_behind_the_lead)
@@ -393,6 +445,7 @@ TEST_LIST = {
     T(a_hit_goes_a_quarter_of_the_namespace_ahead_of_the_head),
     T(the_servers_read_touch_alone_leaves_a_hit_behind_the_lead),
     T(every_record_of_a_hit_chunk_moves_with_it),
+    T(a_hit_behind_the_head_is_moved_however_near),
     T(fresh_hits_pinned_chunks_and_lookups_touch_nothing),
     T(touch_on_hit_off_moves_nothing),
     T(the_pool_moves_its_gets_hits_once_idle),
