@@ -450,19 +450,20 @@ def _wait_for_chunks(store: Any, had: tuple, count: int) -> tuple[list[str], int
         time.sleep(0.2)
 
 
-def _load_shortfalls(log: Optional[Path]) -> list[dict]:
+def _log_numbers(log: Optional[Path], pattern: re.Pattern, names: tuple[str, str]) -> list[dict]:
+    """Each match of `pattern` in the run's log, its two numbers under `names`."""
     if log is None:
         return []
     text = Path(log).read_text(errors="replace")
-    return [{"retrieved": int(r), "expected": int(e)} for r, e in _LMCACHE_SHORT.findall(text)]
+    return [{names[0]: int(a), names[1]: int(b)} for a, b in pattern.findall(text)]
+
+
+def _load_shortfalls(log: Optional[Path]) -> list[dict]:
+    return _log_numbers(log, _LMCACHE_SHORT, ("retrieved", "expected"))
 
 
 def _lmcache_hits(log: Optional[Path]) -> list[dict]:
-    if log is None:
-        return []
-    text = Path(log).read_text(errors="replace")
-    return [{"hit_tokens": int(h), "need_to_load": int(n)}
-            for h, n in _LMCACHE_HITS.findall(text)]
+    return _log_numbers(log, _LMCACHE_HITS, ("hit_tokens", "need_to_load"))
 
 
 # -- from Python ----------------------------------------------------------------------------

@@ -18,7 +18,7 @@
  * a node is lost, so a namespace holds 70-100 % of its capacity, and a warm
  * chunk read every half capacity was cut at the bottom of that swing (a
  * three-node cluster with a node killed kept 44 of 48; docs/measurements-cache.md).
- * So a move is placed records / HIT_LEAD_SHARE ahead of the head: a read chunk outlives
+ * So a move is placed hit_lead_us() ahead of the head: a read chunk outlives
  * the stores of a quarter of the namespace besides. The seconds there get the
  * moves' records as well as their own stores: the moves took their places at
  * the head (at most per_second a second), and per_second is half of NSUP's
@@ -91,18 +91,19 @@ records_of(uint32_t nseg)
     return nseg > 1 ? nseg + 1 : 1;
 }
 
-/* The span on the clock of records / `share` (the namespace's records at
-   `step` µs each), at most TTL / `share`, and that alone without eviction (step 0).
-   Near the head of a clock whose per_second was set far below the namespace's
-   records, the span alone would be days: a move days ahead. */
+/* How far past the head a move goes, in µs: the span of the namespace's
+   records / HIT_LEAD_SHARE at the clock's `step` µs each, at most TTL /
+   HIT_LEAD_SHARE (near the head of a clock whose per_second was set far below
+   the namespace's records, the span alone would be days). 0 without eviction
+   (step 0): the clock is real time, no cut to outlive, and the TTL stays the TTL. */
 static uint64_t
-records_span_us(lmca_t *h, uint64_t step, uint64_t share)
+hit_lead_us(lmca_t *h, uint64_t step)
 {
     uint64_t records = atomic_load_explicit(&h->cache.records, memory_order_relaxed);
-    uint64_t cap = (uint64_t)h->cfg.default_ttl_seconds * 1000000u / share;
-    uint64_t us = records / share * step;
+    uint64_t cap = (uint64_t)h->cfg.default_ttl_seconds * 1000000u / HIT_LEAD_SHARE;
+    uint64_t us = records / HIT_LEAD_SHARE * step;
 
-    return step && us < cap ? us : cap;
+    return us < cap ? us : cap;
 }
 
 /* The chunk's void time is half the lead past the head, less FRESH_US (the
@@ -117,9 +118,7 @@ static bool
 fresh(lmca_t *h, const lmca_meta_t *meta)
 {
     uint64_t due = (lmca__now_us() / 1000000u + meta->ttl + 1) * 1000000u;
-    uint64_t step = lmca__clock_step(h);
-    uint64_t half_lead = step ? records_span_us(h, step, HIT_LEAD_SHARE) / 2 : 0;
-    return due + FRESH_US > lmca__clock_head(h) + half_lead;
+    return due + FRESH_US > lmca__clock_head(h) + hit_lead_us(h, lmca__clock_step(h)) / 2;
 }
 
 /* Takes the queue; NULL when empty. */
@@ -258,9 +257,7 @@ touch(lmca_t *h, lmca__hit **q, size_t n, lmca_err_t *err)
        records follow chunk i - 1's. Segments in rows [0, nsegs), meta records
        after them. */
     at = lmca__clock_move(h, (uint32_t)(records < UINT32_MAX ? records : UINT32_MAX), &step);
-    /* Without eviction (step 0) the clock is real time: no lead to outlive a
-       cut by, and the TTL stays the TTL. */
-    at += at && step ? records_span_us(h, step, HIT_LEAD_SHARE) : 0;
+    at += at ? hit_lead_us(h, step) : 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t ttl = lmca__record_ttl(h, at / 1000000u, false);
         for (uint32_t s = 0; q[i]->nseg > 1 && s < q[i]->nseg; s++, r++) {
