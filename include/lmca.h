@@ -560,7 +560,7 @@ typedef struct lmca_stats {
     uint64_t clock_fallbacks;   /* reservations a fallback clock record served: the
                                    first could not be reached */
     uint64_t hits_touched;      /* chunks a hit moved to the head */
-    uint64_t hits_fresh;        /* hits half a lead past the head, not touched */
+    uint64_t hits_fresh;        /* hits 3/4 of a lead past the head, not touched */
     uint64_t hits_unbudgeted;   /* hits not moved: the touch budget was spent */
     uint64_t touch_bytes;       /* payload bytes the moves rewrote on the server */
     uint64_t touches_failed;    /* records whose touch the server refused */

@@ -31,15 +31,16 @@
  * to leave it to, touches its hit (and any queued) before it returns, and
  * lmca_close touches what is left.
  *
- * Fresh hits. A chunk due half the lead past the head or more (less a second:
- * NSUP evicts whole seconds) was moved lately, and touching it again would
- * rewrite it for little: it is skipped (hits_fresh). One nearer is moved, so a
- * read chunk always has half a lead to outlive NSUP's cuts: skipped while within
- * the newest sixteenth of the records, a chunk read again as the head passed it
- * was cut before its next read when a lost node left the cluster two thirds of
- * its capacity (a warm chunk of 12 lost in 4 of 7 kills with a restart
- * mid-fill; skipped within a second of the head, in 1 of 5). So is a pinned
- * chunk, which never expires.
+ * Fresh hits. A chunk due three quarters of the lead past the head or more
+ * (less a second: NSUP evicts whole seconds) was moved lately, and touching it
+ * again would rewrite it for little: it is skipped (hits_fresh). One nearer is
+ * moved, so a read chunk always has three quarters of a lead to outlive NSUP's
+ * cuts: skipped while within the newest sixteenth of the records, a chunk read
+ * again as the head passed it was cut before its next read when a lost node
+ * left the cluster two thirds of its capacity (a warm chunk of 12 lost in 4 of
+ * 7 kills with a restart mid-fill; skipped within a second of the head, in 1 of
+ * 5); skipped while half a lead ahead, one of 192 was cut in 1 of 4 pauses of
+ * the SSD recipe's node. So is a pinned chunk, which never expires.
  *
  * A touch is a hint, but a warm chunk left where it was is evicted: a refusal
  * that passes (a node lost or paused, a busy key or device, stop-writes) is
@@ -62,7 +63,7 @@
 #define HITS_RETRY_MS 10000
 #define HITS_RETRY_GAP_MS 1000
 #define HITS_DUE_MS 20
-/* Fresh: due half the lead past the head, less this. */
+/* Fresh: due three quarters of the lead past the head, less this. */
 #define FRESH_US 1000000u
 /* A move goes ahead of the head by the span of a quarter of the records the
    namespace holds (at most a quarter of the TTL, so a chunk never lives past
@@ -106,8 +107,8 @@ hit_lead_us(lmca_t *h, uint64_t step)
     return us < cap ? us : cap;
 }
 
-/* The chunk's void time is half the lead past the head, less FRESH_US (the
-   lead is 0 without eviction: the head itself). meta->ttl is what
+/* The chunk's void time is three quarters of the lead past the head, less
+   FRESH_US (the lead is 0 without eviction: the head itself). meta->ttl is what
    the client made of the server's void time with this host's clock
    (cf_server_void_time_to_ttl: void time less the host's now), so the host's
    clock turns it back into the void time, which is the servers' (a host whose
@@ -118,7 +119,7 @@ static bool
 fresh(lmca_t *h, const lmca_meta_t *meta)
 {
     uint64_t due = (lmca__now_us() / 1000000u + meta->ttl + 1) * 1000000u;
-    return due + FRESH_US > lmca__clock_head(h) + hit_lead_us(h, lmca__clock_step(h)) / 2;
+    return due + FRESH_US > lmca__clock_head(h) + hit_lead_us(h, lmca__clock_step(h)) / 4 * 3;
 }
 
 /* Takes the queue; NULL when empty. */

@@ -129,7 +129,7 @@ TEST(a_hit_goes_a_quarter_of_the_namespace_ahead_of_the_head)
 /* A chunk behind the head is moved however few of the namespace's records
    were stored after it (one skipped while within the newest sixteenth was cut
    before its next read when a lost node left the cluster two thirds of its
-   capacity), and one still half its lead ahead is not. */
+   capacity), and one still three quarters of its lead ahead is not. */
 TEST(a_hit_behind_the_head_is_moved_however_near)
 {
     lmca_t *h = open_evicting(3600);
@@ -147,7 +147,7 @@ TEST(a_hit_behind_the_head_is_moved_however_near)
     ASSERT_RC(lmca_get(h, old, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
     uint32_t moved = ttl_of(h, old);
     lmca_stats(h, &st);
-    /* Moved a lead ahead, it is fresh until the head is half that near. */
+    /* Moved a lead ahead, it is fresh until the head is a quarter that near. */
     ASSERT_RC(lmca_get(h, old, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
     lmca_stats(h, &again);
     lmca_close(h);
@@ -237,6 +237,44 @@ TEST(every_record_of_a_hit_chunk_moves_with_it)
     free(buf);
     free(out);
     lmca_close(h);
+}
+
+/* A chunk moved a lead ahead is read again once the head has come more than a
+   quarter of the way: it is moved again (one skipped while still half a lead
+   ahead was cut before its next read in a pause of the SSD recipe's node). */
+TEST(a_hit_a_quarter_lead_on_is_moved_again)
+{
+    lmca_t *h = open_evicting(48); /* a lead of 12 s at most */
+    uint8_t buf[64] = {2}, out[64];
+    size_t got;
+    lmca_err_t err = {0};
+    lmca_eviction_t plan;
+    lmca_stats_t st;
+    char old[64];
+    const char *last;
+
+    snprintf(old, sizeof old, "%s", th_key("old")); /* th_key's ring turns over */
+    ASSERT_RC(lmca_put(h, old, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    last = store(h, 4);
+    ASSERT_RC(lmca_get(h, old, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+    int64_t gap = (int64_t)ttl_of(h, old) - ttl_of(h, last);
+    /* One record a second: bring the head to 6-7 s of the chunk, more than a
+       quarter of its 12 s lead on and short of half. */
+    int64_t near = gap;
+    for (int i = 0; i < 20 && near > 7; i++) {
+        last = store(h, 1);
+        near = (int64_t)ttl_of(h, old) - ttl_of(h, last);
+    }
+    ASSERT_RC(lmca_get(h, old, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+    lmca_stats(h, &st);
+    lmca_eviction(h, &plan);
+    lmca_close(h);
+    stop_evicting();
+    ASSERT(plan.enabled && plan.records / 4 >= 12);
+    ASSERT(gap >= 11);
+    ASSERT(near >= 6 && near <= 7);
+    ASSERT_EQ(st.hits_fresh, 0);
+    ASSERT_EQ(st.hits_touched, 2);
 }
 
 TEST(fresh_hits_pinned_chunks_and_lookups_touch_nothing)
@@ -443,6 +481,7 @@ TEST(a_chunk_with_a_segment_left_behind_keeps_its_meta_behind_too)
 TEST_LIST = {
     T(a_hit_is_due_after_every_chunk_stored_before_it),
     T(a_hit_goes_a_quarter_of_the_namespace_ahead_of_the_head),
+    T(a_hit_a_quarter_lead_on_is_moved_again),
     T(the_servers_read_touch_alone_leaves_a_hit_behind_the_lead),
     T(every_record_of_a_hit_chunk_moves_with_it),
     T(a_hit_behind_the_head_is_moved_however_near),
