@@ -559,6 +559,8 @@ typedef struct lmca_stats {
                                    record could be reached (or shared_clock off) */
     uint64_t clock_fallbacks;   /* reservations a fallback clock record served: the
                                    first could not be reached */
+    uint64_t clock_busy;        /* clock round trips a record answered key busy (its
+                                   transaction-pending-limit): the next one served */
     uint64_t hits_touched;      /* chunks a hit moved to the head */
     uint64_t hits_fresh;        /* hits 3/4 of a lead past the head, not touched */
     uint64_t hits_unbudgeted;   /* hits not moved: the touch budget was spent */

@@ -42,13 +42,15 @@ def put_times(by_writer):
 
 def clocks(engines_by_writer, stores, seconds):
     """Each writer's own clocks (clock_local: places made with no clock record
-    reachable; clock_fallbacks: reservations a fallback record served), and the shared
+    reachable; clock_fallbacks: reservations a fallback record served), the round trips
+    a clock record answered key busy (clock_busy, summed), and the shared
     clock's round trips summed over the writers, per store and per second."""
     trips = sum(int(e.get("clock_reservations", 0)) for e in engines_by_writer.values())
     return {"clock_local": {str(w): int(e.get("clock_local", 0))
                             for w, e in sorted(engines_by_writer.items())},
             "clock_fallbacks": {str(w): int(e.get("clock_fallbacks", 0))
                                 for w, e in sorted(engines_by_writer.items())},
+            "clock_busy": sum(int(e.get("clock_busy", 0)) for e in engines_by_writer.values()),
             "clock_reservations": trips,
             "per_store": round(trips / stores, 3) if stores else None,
             "per_second": round(trips / seconds, 2) if seconds else None}

@@ -397,7 +397,7 @@ def print_report(s):
     print(f"slowest put {p['max']} s (p99 {p['p99']} s; per writer {p['max_per_writer']})")
     print(f"clock: round trips {c['clock_reservations']} ({c['per_store']} a store, "
           f"{c['per_second']} a second); own clocks per writer {c['clock_local']}, "
-          f"fallbacks {c['clock_fallbacks']}")
+          f"fallbacks {c['clock_fallbacks']}, key busy {c.get('clock_busy', 0)}")
     if any(abs(v or 0) >= 1 for v in s["wall_offset_s"].values()):
         print(f"writers' wall clocks against this host's (s): {s['wall_offset_s']}")
     print(f"wrong bytes {s['wrong_bytes']}; debris {s.get('debris')} of {s.get('objects')} "

@@ -210,7 +210,7 @@ def summary_lines(s):
         f"{p.get('max_per_writer')})",
         f"clock: round trips {c['clock_reservations']} ({c['per_store']} a store, "
         f"{c['per_second']} a second); own clocks per writer {c['clock_local']}, fallbacks "
-        f"{c['clock_fallbacks']}",
+        f"{c['clock_fallbacks']}, key busy {c.get('clock_busy', 0)}",
         fig.nsup_line(s["nsup"]),
         f"debris {s['debris']} of {s['objects']} records; wrong bytes {s['wrong_bytes']}",
     ]

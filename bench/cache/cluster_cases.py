@@ -153,7 +153,7 @@ def run_case(a, case, writers, chunk):
 COLUMNS = ("case", "writers x chunk", "stored / offered", "put raised", "dropped",
            "MB/s", "newest fifth", "oldest fifth", "warm reads hit", "warm alive",
            "exact LRU: warm reads hit, alive", "slowest put s (p99)",
-           "clock trips / store, / s", "own clocks (fallbacks)",
+           "clock trips / store, / s (key busy)", "own clocks (fallbacks)",
            "NSUP refused (longest run)", "debris / records", "wrong bytes",
            "events, writers' clocks")
 
@@ -173,7 +173,7 @@ def cells(s):
         f"{s['mb_per_s']:.0f}", f"{s['newest_fifth']:.2f}", f"{s['oldest_fifth']:.2f}",
         f"{w['hit']} / {w['reads_after_first_capacity']}", f"{w['alive']} / {w['size']}",
         _lru(s.get("lru"), w["size"]), f"{p['max']} ({p['p99']})",
-        f"{c['per_store']}, {c['per_second']}",
+        f"{c['per_store']}, {c['per_second']} ({c.get('clock_busy', 0)})",
         f"{sum(c['clock_local'].values())} ({sum(c['clock_fallbacks'].values())})",
         "; ".join(f"{n}: {v['refused']} ({v['longest_run']})" for n, v in nsup.items()
                   if "refused" in v) or "–",
@@ -224,7 +224,8 @@ def write_table(a, summaries):
                 f"{a.factor:g}x the capacity offered per case. Stores in the order they "
                 "returned; dropped by the engines' causes; own clocks: places made with no "
                 "clock record reachable (clock_local), and reservations a fallback record "
-                "served; NSUP refused: cycles per node, the longest run of them in brackets."
+                "served; key busy: clock round trips a record answered so; NSUP refused: "
+                "cycles per node, the longest run of them in brackets."
                 "\n\n" + "\n".join(table(summaries)) + "\n")
     return path
 

@@ -404,7 +404,11 @@ reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool mov
         }
         pthread_mutex_unlock(&c->lock);
         /* A node lost or paused blames its nodes; a busy key or a bad answer is
-           the record's own: any other will do. */
+           the record's own: any other will do. Busy is counted: one clock for
+           every writer must never queue past the server's limit (a sign that
+           leases are too short for the writers). */
+        if (rc == LMCA_EBUSY)
+            LMCA__COUNT(h, clock_busy);
         if (rc == LMCA_ETIMEOUT || rc == LMCA_ECONNECTION) {
             blame(&blamed, (const char(*)[LMCA__NODE_NAME])nodes, n, !blamed.blamed);
             blamed.blamed = true;

@@ -12,7 +12,6 @@ import json
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -236,7 +235,8 @@ def test_the_fill_figures_follow_the_order_the_stores_returned():
          "rss": [20, 22], "stats": {"clock_reservations": 8, "clock_local": 1,
                                     "dropped_paced": 1}},
         {"w": 1, "stores": stores1, "reads": [(31.0, 19, False, 1)], "rss": [21, 23],
-         "stats": {"clock_reservations": 4, "clock_fallbacks": 2, "dropped_full": 3}},
+         "stats": {"clock_reservations": 4, "clock_fallbacks": 2, "clock_busy": 1,
+                   "dropped_full": 3}},
     ]
     order = [k for _, k in sorted([(t, f"T/0/{i}") for t, i, _, _ in stores0] +
                                   [(t, f"T/1/{i}") for t, i, _, _ in stores1])]
@@ -262,6 +262,7 @@ def test_the_fill_figures_follow_the_order_the_stores_returned():
     assert s["clock"]["per_second"] == 1.2
     assert s["clock"]["clock_local"] == {"0": 1, "1": 0}
     assert s["clock"]["clock_fallbacks"] == {"0": 0, "1": 2}
+    assert s["clock"]["clock_busy"] == 1
     json.dumps(s)  # the --json document
 
 
@@ -335,7 +336,7 @@ def test_the_cases_table_has_a_row_per_case():
                  "oldest_fifth": 0.0},
          "puts": {"max": 2.5, "p99": 0.4}, "nsup": {"cache0": {"refused": 2, "longest_run": 1}},
          "clock": {"per_store": 0.33, "per_second": 50.1, "clock_local": {"0": 3, "1": 4},
-                   "clock_fallbacks": {"0": 10, "1": 0}},
+                   "clock_fallbacks": {"0": 10, "1": 0}, "clock_busy": 2},
          "debris": 1, "objects": 900, "wrong_bytes": 0,
          "writer_clocks": {"1": "+30s"}, "wall_offset_s": {"1": 30.0},
          "events": [{"event": "kill:clock@0.4", "action": "kill", "node": "cache1",
@@ -347,7 +348,7 @@ def test_the_cases_table_has_a_row_per_case():
                                    for line in lines)
     row = lines[2]
     for cell in ("| 4 x 1 MiB |", "| 5,000 / 5,120 |", "| EBUSY 120 |", "| busy 120 |",
-                 "| 250 / 256 |", "| 256 / 256, 32 / 32 |", "| 2.5 (0.4) |", "| 7 (10) |",
+                 "| 250 / 256 |", "| 256 / 256, 32 / 32 |", "| 2.5 (0.4) |", "| 0.33, 50.1 (2) |", "| 7 (10) |",
                  "| cache0: 2 (1) |",
                  "kill cache1 12 s (40 %); restart cache1 42 s (after the fill)",
                  "writer 1 clock +30s (measured 30.0 s)"):

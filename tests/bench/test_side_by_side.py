@@ -5,7 +5,6 @@ and Mooncake's master address are swapped for proxies that pass the bytes and
 hold each direction at least the delay; the proxies stop with the run."""
 
 import os
-import socket
 import socketserver
 import sys
 import threading

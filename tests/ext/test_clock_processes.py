@@ -120,6 +120,9 @@ def test_every_writer_keeps_storing(fill):
 
 def test_every_writer_places_on_the_shared_clock(fill):
     assert all(s["clock_reservations"] > 0 and s["clock_local"] == 0 for s in fill["stats"])
+    # One clock for every writer, and never a queue past the server's
+    # transaction-pending-limit on its record.
+    assert all(s["clock_busy"] == 0 for s in fill["stats"]), fill["stats"]
 
 
 def test_the_newest_stay_and_the_oldest_go_across_writers(fill):
