@@ -123,8 +123,8 @@ typedef struct lmca_config {
                                        evicts) or load (device overload, a busy
                                        key), with jittered backoff, before the store
                                        is dropped; 0 = no retry; default 5000 */
-    uint32_t full_recheck_ms;       /* after a put found the namespace full for its
-                                       whole backpressure_ms, puts are dropped
+    uint32_t full_recheck_ms;       /* after a put found the namespace at stop-writes
+                                       for its whole backpressure_ms, puts are dropped
                                        without a round trip for this long, then one
                                        is let through to look again; default 1000 */
     uint32_t touch_budget_percent;  /* on a device namespace, hits moved to the head
@@ -615,15 +615,18 @@ LMCA_EXTERN int lmca_put_begin(lmca_t *h, lmca_put_t *p, lmca_err_t *err);
  * with the step's status: it returns how many milliseconds to wait before
  * trying the same step again (jittered, growing from 2 ms to 200 ms), or -1 to
  * give up: any other status, or backpressure_ms spent since the first refusal
- * (up to three times that while other refused puts of the handle land: the
+ * (up to three times that while other puts of the handle land: the
  * namespace is evicting, this put lost the race for the room), or the
  * namespace known to be full. A put given up on a refusal is counted
  * once as dropped (lmca_stats_t), and a WARNING naming the cause and the
  * setting to change is logged at most once a minute. Thread-safe: the
  * segments of one put may call it from several threads.
- * When a put spent its whole budget on stop-writes and no refused put landed
- * meanwhile, the handle drops puts without sending them (LMCA_EFULL, counted
- * dropped_unsent) for full_recheck_ms, then lets one through to look again.
+ * When a put spent its whole budget on stop-writes, no put landed meanwhile
+ * and a node of the namespace says stop-writes when asked then (one info round
+ * trip to each node), the handle drops puts without sending them (LMCA_EFULL,
+ * counted dropped_unsent) for full_recheck_ms, then lets one through to look
+ * again. Refused as full with no node at stop-writes, the record's memory
+ * stripe or device had no free block: that put alone is dropped.
  */
 LMCA_EXTERN int lmca_put_backoff(lmca_t *h, lmca_put_t *p, int rc);
 

@@ -19,9 +19,12 @@
  *
  * Backpressure. Stop-writes on a namespace that evicts, and device overload,
  * pass: lmca_put_backoff says when to try a refused step again, within
- * backpressure_ms. A put that spends it on stop-writes closes a gate: puts are
- * dropped without a round trip for full_recheck_ms, then one is let through to
- * look again (a refusal then closes the gate at once; a landed put opens it).
+ * backpressure_ms. A put that spends it on stop-writes, while no other put
+ * lands and a node says stop-writes, closes a gate: puts are dropped without a
+ * round trip for full_recheck_ms, then one is let through to look again (a
+ * refusal then closes the gate at once; a landed put opens it). A refusal with
+ * no node at stop-writes is a stripe's or a device's "out of space" (no free
+ * block where the record's digest falls): that put alone is dropped.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,18 +234,23 @@ lmca__cache_gate(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
 void
 lmca__cache_landed(lmca_t *h, lmca_put_t *p)
 {
-    if (__atomic_load_n(&p->refusals, __ATOMIC_RELAXED) > 0) {
+    /* Every put that lands, refused before or not: a memory namespace refuses
+       a record when the stripe its digest picks has no free block ("out of
+       space"), and meanwhile the other stripes take theirs. Counting only the
+       refused ones read one full stripe as a full namespace, and the gate then
+       dropped every store unsent: 137 of 575 on 1 GiB, 4 writers of 4 MiB. */
+    atomic_store_explicit(&h->cache.landed_ms, lmca__mono_ms(), memory_order_relaxed);
+    if (__atomic_load_n(&p->refusals, __ATOMIC_RELAXED) > 0)
         LMCA__COUNT(h, puts_retried);
-        atomic_store_explicit(&h->cache.landed_ms, lmca__mono_ms(), memory_order_relaxed);
-    }
     if (atomic_load_explicit(&h->cache.full_known, memory_order_relaxed))
         atomic_store(&h->cache.full_known, false);
 }
 
-/* Whether a refused put may wait on past its own budget: while other refused
-   puts land, the namespace is evicting and this one lost the race for the
-   room NSUP freed; it waits up to three budgets, and only a namespace where
-   nothing landed for a whole budget counts as full. */
+/* Whether a refused put may wait on past its own budget: while other puts
+   land, the namespace is evicting and this one lost the race for the room
+   NSUP freed, or its stripe is out of blocks while others are not; it waits up
+   to three budgets, and only a namespace where nothing landed for a whole
+   budget counts as full. */
 static bool
 others_land(lmca_t *h, const lmca_put_t *p, uint64_t now)
 {
@@ -297,7 +305,11 @@ lmca_put_backoff(lmca_t *h, lmca_put_t *p, int rc)
     deadline = __atomic_load_n(&p->deadline_ms, __ATOMIC_RELAXED);
     if (now >= deadline && !(h->cfg.backpressure_ms > 0 && others_land(h, p, now))) {
         uint64_t landed = atomic_load_explicit(&h->cache.landed_ms, memory_order_relaxed);
-        if (rc == LMCA_EFULL && landed + h->cfg.backpressure_ms <= now)
+        /* Only a namespace at stop-writes is full for every put. Refused without
+           it, the record's stripe (memory) or device is out of free blocks, and
+           the next chunk's records go elsewhere: a gate closed on it dropped 101
+           of 575 stores unsent, on 1 GiB with 4 writers of 4 MiB. */
+        if (rc == LMCA_EFULL && landed + h->cfg.backpressure_ms <= now && lmca__cache_stopped(h))
             close_gate(h, now);
         drop(h, p, cause_of(rc), false);
         return -1;

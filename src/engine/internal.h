@@ -164,7 +164,7 @@ typedef struct lmca__cache {
                                            (lmca__upkeep); none: the puts do */
     atomic_uint_fast64_t put_records, put_bytes; /* what this handle's puts wrote */
     atomic_uint_fast64_t full_until_ms; /* puts are dropped unsent until then */
-    atomic_uint_fast64_t landed_ms;     /* when a refused put last landed */
+    atomic_uint_fast64_t landed_ms;     /* when a put last landed */
     atomic_bool full_known;             /* a put gave up on stop-writes, none landed since */
     atomic_uint_fast64_t warn_next_ms;  /* the next warning about drops, not before */
     /* mend.c: the watch's state, on the watching thread only ... */
@@ -213,6 +213,9 @@ void lmca__cache_init(lmca_t *h);
 void lmca__cache_open(lmca_t *h);
 void lmca__cache_close(lmca_t *h);
 void lmca__cache_watch(lmca_t *h);
+/* Whether a node of the namespace says stop-writes, asked now (a round trip to
+   each node); true when none answered. */
+bool lmca__cache_stopped(lmca_t *h);
 /* Counts a begun put's records and bytes (the mean record the plan may need). */
 void lmca__cache_planned(lmca_t *h, uint32_t records, uint64_t bytes);
 

@@ -369,6 +369,21 @@ lmca__cache_watch(lmca_t *h)
         free(l);
 }
 
+bool
+lmca__cache_stopped(lmca_t *h)
+{
+    looks *l = lmca__malloc(sizeof *l);
+    bool stopped = true;
+
+    if (l != NULL && look(h, l)) {
+        stopped = false;
+        for (size_t i = 0; i < l->n; i++)
+            stopped |= l->srv[i].stop_writes;
+    }
+    free(l);
+    return stopped;
+}
+
 void
 lmca__upkeep(lmca_t *h)
 {

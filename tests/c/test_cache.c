@@ -7,6 +7,7 @@
  * a real server, where tests/ext/test_cache_real.py and the cache benchmark
  * measure the same on a namespace that truly fills.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -334,7 +335,7 @@ TEST(a_namespace_that_stays_full_drops_stores_unsent_and_looks_again)
     th_need_fixture("fault injection");
     th_info("fixture-reset");
     h = open_with("lmcache", 0, 200, 400);
-    th_fault("kind=result;code=8;op=write");
+    th_info("fixture-stop-writes:namespace=lmcache;on=true");
     ASSERT_RC(lmca_put(h, th_key("full"), buf, sizeof buf, NULL, &err), LMCA_EFULL, &err);
     ASSERT_CONTAINS(err.msg, "stop-writes");
     /* Known full: the next stores cost no round trip. */
@@ -360,7 +361,7 @@ TEST(a_namespace_that_stays_full_drops_stores_unsent_and_looks_again)
     ASSERT_RC(lmca_put(h, th_key("full"), buf, sizeof buf, NULL, &err), LMCA_EFULL, &err);
     ASSERT_CONTAINS(err.msg, "dropped unsent");
     /* Space again: the store after the next recheck lands and opens the gate. */
-    th_info("fixture-clear-faults");
+    th_info("fixture-stop-writes:namespace=lmcache;on=false");
     usleep(450 * 1000);
     ASSERT_RC(lmca_put(h, th_key("full"), buf, sizeof buf, NULL, &err), LMCA_OK, &err);
     ASSERT_RC(lmca_put(h, th_key("full"), buf, sizeof buf, NULL, &err), LMCA_OK, &err);
@@ -372,6 +373,97 @@ TEST(a_namespace_that_stays_full_drops_stores_unsent_and_looks_again)
     ASSERT(strstr(first + 1, "dropped stores") == NULL);
     ASSERT_CONTAINS(log, "backpressure_ms=200");
     lmca_close(h);
+}
+
+/* A fault that refuses every write of `key`'s meta record as full, as a memory
+   namespace does when the stripe its digest picks has no free block. */
+static void
+refuse_as_full(const char *key)
+{
+    char spec[128], reckey[LMCA_KEY_MAX + 16];
+
+    snprintf(reckey, sizeof reckey, "%s|m", key);
+    snprintf(spec, sizeof spec, "kind=result;code=8;op=write;digest=%s",
+             th_digest_hex(TH_SET, reckey));
+    th_fault(spec);
+}
+
+TEST(a_stripe_out_of_space_drops_its_put_alone)
+{
+    lmca_t *h;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    uint8_t buf[100] = {5};
+    char key[64];
+
+    th_need_fixture("fault injection");
+    th_info("fixture-reset");
+    h = open_with("lmcache", 0, 200, 400);
+    snprintf(key, sizeof key, "%s", th_key("stripe"));
+    refuse_as_full(key);
+    ASSERT_RC(lmca_put(h, key, buf, sizeof buf, NULL, &err), LMCA_EFULL, &err);
+    /* No node says stop-writes: the next chunks are sent, and land. */
+    for (int i = 0; i < 5; i++)
+        ASSERT_RC(lmca_put(h, th_key("next"), buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    lmca_stats(h, &st);
+    lmca_close(h);
+    ASSERT_EQ(st.dropped_full, 1);
+    ASSERT_EQ(st.dropped_unsent, 0);
+    ASSERT(!st.full);
+}
+
+/* Stores of other chunks, one every 10 ms for a second, counting those that failed. */
+struct others {
+    lmca_t *h;
+    int failed;
+};
+
+static void *
+store_others(void *arg)
+{
+    struct others *o = arg;
+    uint8_t buf[100] = {6};
+    lmca_err_t err = {0};
+    char key[64];
+
+    for (int i = 0; i < 100; i++) {
+        snprintf(key, sizeof key, "%s-%d", th_key("other"), i);
+        o->failed += lmca_put(o->h, key, buf, sizeof buf, NULL, &err) != LMCA_OK;
+        usleep(10 * 1000);
+    }
+    return NULL;
+}
+
+TEST(a_refused_put_waits_on_while_others_land)
+{
+    lmca_t *h;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    uint8_t buf[100] = {5};
+    char key[64];
+    struct others o = {0};
+    pthread_t t;
+    uint64_t t0, waited;
+
+    th_need_fixture("fault injection");
+    th_info("fixture-reset");
+    h = open_with("lmcache", 0, 200, 400);
+    o.h = h;
+    snprintf(key, sizeof key, "%s", th_key("stripe"));
+    refuse_as_full(key);
+    ASSERT(pthread_create(&t, NULL, store_others, &o) == 0);
+    t0 = th_now_ms();
+    ASSERT_RC(lmca_put(h, key, buf, sizeof buf, NULL, &err), LMCA_EFULL, &err);
+    waited = th_now_ms() - t0;
+    pthread_join(t, NULL);
+    lmca_stats(h, &st);
+    lmca_close(h);
+    /* Others landed meanwhile (none of them refused): it waited on past its
+       budget of 200 ms, up to three, for room NSUP might free. */
+    ASSERT(waited >= 400);
+    ASSERT_EQ(o.failed, 0);
+    ASSERT_EQ(st.dropped_full, 1);
+    ASSERT_EQ(st.dropped_unsent, 0);
 }
 
 TEST(no_backpressure_fails_at_the_first_refusal)
@@ -461,6 +553,8 @@ TEST_LIST = {
     T(refused_writes_are_tried_again_until_they_land),
     T(a_put_refused_past_its_budget_is_dropped_by_cause_and_leaves_nothing),
     T(a_namespace_that_stays_full_drops_stores_unsent_and_looks_again),
+    T(a_stripe_out_of_space_drops_its_put_alone),
+    T(a_refused_put_waits_on_while_others_land),
     T(no_backpressure_fails_at_the_first_refusal),
     T(gets_touch_and_lookups_do_not),
     T(read_touch_off_leaves_the_ttl_alone),

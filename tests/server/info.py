@@ -477,6 +477,19 @@ class InfoHandler:
             return "ERROR:4:%s" % exc
         return "ok"
 
+    def cmd_fixture_stop_writes(self, params):
+        # A namespace at stop-writes, as its thread sets it (info says stop_writes=true
+        # and every write is refused with 8) until released: without filling it.
+        p = parse_params(params)
+        ns = self.fx.store.get(p.get("namespace", ""))
+        if ns is None:
+            return "ERROR:20:namespace not found on node"
+        if p.get("on") not in ("true", "false"):
+            return "ERROR:4:fixture-stop-writes needs on=true or on=false"
+        with self.fx.store.lock:
+            ns.forced_stop_writes = ns.stop_writes = p["on"] == "true"
+        return "ok"
+
     def cmd_fixture_stats(self, _):
         pairs = list(self.fx.stats.snapshot().items())
         pairs.append(("faults_fired", self.fx.faults.fired))

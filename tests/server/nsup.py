@@ -36,12 +36,13 @@ def eval_stop_writes(ns):
     """nsup.c eval_stop_writes, for the fixture's data: stop writes while data
     available is below stop-writes-avail-pct (0 turns it off), or data used is
     at or above stop-writes-used-pct (0 turns it off). System memory and index
-    memory are not modelled (stop-writes-sys-memory-pct is reported only)."""
+    memory are not modelled (stop-writes-sys-memory-pct is reported only); the
+    fixture-stop-writes command holds it set, as a namespace full by those would."""
     cfg = ns.config
     breached = ns.avail_pct() < cfg.stop_writes_avail_pct
     if cfg.stop_writes_used_pct != 0 and ns.used_pct() >= cfg.stop_writes_used_pct:
         breached = True
-    ns.stop_writes = breached
+    ns.stop_writes = breached or ns.forced_stop_writes
     ns.counts["stop_writes_evals"] += 1
     return breached
 

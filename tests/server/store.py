@@ -321,8 +321,10 @@ class Namespace:
         self.config = config
         self.records = {}  # digest -> Record
         self.bytes_used = 0  # sum of flat sizes of stored records
-        # Set and cleared only by the stop-writes thread (nsup.c eval_stop_writes).
+        # Set and cleared only by the stop-writes thread (nsup.c eval_stop_writes),
+        # which holds it set while fixture-stop-writes forces it.
         self.stop_writes = False
+        self.forced_stop_writes = False
         # NSUP state (nsup.c): set by the namespace's NSUP thread.
         self.hwm_breached = False
         self.max_void_time = 0  # partition max_void_time: a high-water mark (write.c)

@@ -180,6 +180,19 @@ def test_stop_writes_used_pct_zero_turns_it_off_and_avail_pct_still_applies(clie
 # -- NSUP expiry (nsup.c expire) ------------------------------------------------
 
 
+def test_fixture_stop_writes_holds_a_namespace_full_until_released(client):
+    client.info_all("fixture-stop-writes:namespace=sw;on=true")
+    assert ns_stats(client, "sw")["stop_writes"] == "true"
+    with pytest.raises(ex.ServerFull):
+        put(client, "sw", "refused", 10)
+    next_eval(client, "sw")  # the evaluation, nothing used, keeps it set
+    assert ns_stats(client, "sw")["stop_writes"] == "true"
+    client.info_all("fixture-stop-writes:namespace=sw;on=false")
+    next_eval(client, "sw")
+    assert ns_stats(client, "sw")["stop_writes"] == "false"
+    put(client, "sw", "accepted", 10)
+
+
 def test_nsup_expires_and_counts_non_expirable_records(client):
     for i in range(3):
         put(client, "exp", "pinned%d" % i, 10, ttl=aerospike.TTL_NEVER_EXPIRE)
