@@ -88,6 +88,22 @@ def nsup_refusals(path, ns, since):
     return refused, longest
 
 
+def out_of_space(path, ns, since):
+    """Writes the node refused since `since` because the stripe (memory) or device the
+    record fell in had no free block: its "out of space" warnings, with the counts
+    the log folds into "(repeated:N)"; stop_writes stays false meanwhile."""
+    ns_tag, n = "{%s}" % ns, 0
+    with open(path, errors="replace") as f:
+        for line in f:
+            if ns_tag not in line or "out of space" not in line:
+                continue
+            m = _STAMP.match(line)
+            if m and calendar.timegm(time.strptime(m[1], "%b %d %Y %H:%M:%S")) >= since:
+                folded = re.search(r"\(repeated:(\d+)\)", line)
+                n += int(folded[1]) if folded else 1
+    return n
+
+
 def server_logs(given, names, loopback_dir=None):
     """[(node name, log path)]: --server-log's [NAME=]PATH, or else the loopback
     script's log of every named node (names: the control names of the nodes)."""
@@ -103,12 +119,14 @@ def server_logs(given, names, loopback_dir=None):
 
 
 def nsup_per_node(logs, ns, since):
-    """{node: {"refused": cycles, "longest_run": cycles in a row}} from their logs."""
+    """{node: {"refused": cycles, "longest_run": cycles in a row, "out_of_space":
+    writes refused}} from their logs."""
     out = {}
     for name, path in logs:
         try:
             refused, longest = nsup_refusals(path, ns, since)
-            out[name] = {"refused": refused, "longest_run": longest}
+            out[name] = {"refused": refused, "longest_run": longest,
+                         "out_of_space": out_of_space(path, ns, since)}
         except OSError as e:
             out[name] = {"error": str(e)}
     return out
@@ -118,8 +136,13 @@ def nsup_line(nsup):
     if not nsup:
         return "NSUP: no server log (--server-log)"
     return "NSUP refused " + ", ".join(
-        f"{n}: {v['refused']} cycles, at most {v['longest_run']} in a row" if "refused" in v
+        f"{n}: {v['refused']} cycles, at most {v['longest_run']} in a row"
+        f"{_out_of_space(v)}" if "refused" in v
         else f"{n}: {v['error']}" for n, v in nsup.items())
+
+
+def _out_of_space(v):
+    return f" ({v['out_of_space']} writes out of space)" if v.get("out_of_space") else ""
 
 
 def write_json(path, summary):

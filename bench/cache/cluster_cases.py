@@ -17,7 +17,9 @@ again (the control command: scripts/aerospike-loopback.sh by default, --ctl, or 
 test server's fixture-node command), and the driver waits until the cluster is whole:
 every node answers `statistics` with cluster_size = --cluster-size and
 migrate_partitions_remaining 0. Each case writes its figures (cache_fill.py --json)
-and its output to --out; the table goes to --out/cluster_cases.md. Run it with the
+and its output to --out; the table goes to --out/cluster_cases.md, under the commit,
+machine, server build and command that made it (bench/record.py), and with every
+case's figures to --out/cluster_cases.json. Run it with the
 environment the nodes were started with (ASD, LOOPBACK_DATA_SIZE, ...): the loopback
 script starts a node again from them.
 
@@ -36,10 +38,12 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
 import cache_cluster as cluster  # noqa: E402
 import cache_events as events  # noqa: E402
+import record  # noqa: E402  bench/record.py
 
 CASES = {
     "plain": [],
@@ -175,8 +179,9 @@ def cells(s):
         _lru(s.get("lru"), w["size"]), f"{p['max']} ({p['p99']})",
         f"{c['per_store']}, {c['per_second']} ({c.get('clock_busy', 0)})",
         f"{sum(c['clock_local'].values())} ({sum(c['clock_fallbacks'].values())})",
-        "; ".join(f"{n}: {v['refused']} ({v['longest_run']})" for n, v in nsup.items()
-                  if "refused" in v) or "–",
+        "; ".join(f"{n}: {v['refused']} ({v['longest_run']})"
+                  + (f", {v['out_of_space']} out of space" if v.get("out_of_space") else "")
+                  for n, v in nsup.items() if "refused" in v) or "–",
         f"{s['debris']} / {s['objects']}", str(s["wrong_bytes"]),
         "; ".join([_event(r) for r in s["events"]] + _clocks(s)) or "–",
     ]
@@ -214,26 +219,33 @@ def table(summaries):
     return lines
 
 
-def write_table(a, summaries):
-    path = os.path.join(a.out, "cluster_cases.md")
+def write_table(a, summaries, provenance):
+    """cluster_cases.md (the table, under its provenance) and cluster_cases.json (both,
+    and every case's figures) in --out: a record that says what made it."""
     nodes = next((s["nodes"] for s in summaries if "nodes" in s), [])
-    with open(path, "w") as f:
-        f.write("# Cache fill on a cluster, with events\n\n"
-                f"`bench/cache/cluster_cases.py` against {a.hosts} "
-                f"({', '.join(str(n.get('name') or n['address']) for n in nodes)}), "
-                f"{a.factor:g}x the capacity offered per case. Stores in the order they "
-                "returned; dropped by the engines' causes; own clocks: places made with no "
-                "clock record reachable (clock_local), and reservations a fallback record "
-                "served; key busy: clock round trips a record answered so; NSUP refused: "
-                "cycles per node, the longest run of them in brackets."
-                "\n\n" + "\n".join(table(summaries)) + "\n")
-    return path
+    md = ("# Cache fill on a cluster, with events\n\n"
+          + record.header_line(provenance) + "\n"
+          f"`bench/cache/cluster_cases.py` against {a.hosts} "
+          f"({', '.join(str(n.get('name') or n['address']) for n in nodes)}), "
+          f"{a.factor:g}x the capacity offered per case. Stores in the order they "
+          "returned; dropped by the engines' causes; own clocks: places made with no "
+          "clock record reachable (clock_local), and reservations a fallback record "
+          "served; key busy: clock round trips a record answered so; NSUP refused: "
+          "cycles per node, the longest run of them in brackets, and the writes a node "
+          "refused as out of space (its log: no free block in the record's stripe or "
+          "device)."
+          "\n\n" + "\n".join(table(summaries)) + "\n")
+    doc = {"provenance": provenance, "cases": summaries}
+    return record.write(a.out, "cluster_cases", doc, md)[1]
 
 
 def main(argv=None):
     a = options(argv)
     os.makedirs(a.out, exist_ok=True)
     nodes = discover(a)
+    # Before any event: a node killed last would leave the server's build unknown.
+    provenance = record.provenance(a.hosts, packages=(), argv=argv, script=__file__,
+                                   namespace=a.namespace)
     control = events.Control.choose(nodes, a.ctl)
     summaries = []
     for case in a.cases:
@@ -243,9 +255,9 @@ def main(argv=None):
                 continue
             summaries.append(run_case(a, case, writers, chunk))
             print("| " + " | ".join(cells(summaries[-1])) + " |", flush=True)
-            write_table(a, summaries)  # as it goes: a long matrix keeps what it ran
+            write_table(a, summaries, provenance)  # as it goes: a long matrix keeps what it ran
     make_whole(a, nodes, control)
-    print(f"wrote {write_table(a, summaries)}")
+    print(f"wrote {write_table(a, summaries, provenance)}")
 
 
 if __name__ == "__main__":

@@ -322,7 +322,27 @@ def test_nsup_refusals_per_node_from_their_logs(tmp_path):
     assert fig.server_logs(["n2=/x.log", "/y.log"], ["cache0"]) == [("n2", "/x.log"),
                                                                     ("log1", "/y.log")]
     per = fig.nsup_per_node(logs + [("gone", str(tmp_path / "none.log"))], "lmcache", since)
-    assert per["cache0"] == {"refused": 5, "longest_run": 3} and "error" in per["gone"]
+    assert per["cache0"] == {"refused": 5, "longest_run": 3, "out_of_space": 0}
+    assert "error" in per["gone"]
+
+
+def test_writes_refused_out_of_space_from_the_logs(tmp_path):
+    since = 1_800_000_000
+    stamp = time.strftime("%b %d %Y %H:%M:%S", time.gmtime(since + 5))
+    old = time.strftime("%b %d %Y %H:%M:%S", time.gmtime(since - 5))
+    warn = "GMT: WARNING (drv-mem): (drv_mem.c:2493)"
+    log = tmp_path / "aerospike.log"
+    log.write_text("\n".join([
+        f"{old} {warn} {{lmcache}} out of space",  # before the run
+        f"{stamp} {warn} {{lmcache}} out of space",
+        f"{stamp} {warn} (repeated:42) {{lmcache}} out of space",
+        f"{stamp} {warn} (repeated:7) {{small}} out of space",  # another namespace
+        f"{stamp} GMT: INFO (info): (ticker.c:564) {{lmcache}} data-usage: avail-pct 3"]) + "\n")
+    assert fig.out_of_space(str(log), "lmcache", since) == 43
+    per = fig.nsup_per_node([("cache", str(log))], "lmcache", since)
+    assert per["cache"]["out_of_space"] == 43
+    assert fig.nsup_line(per) == ("NSUP refused cache: 0 cycles, at most 0 in a row "
+                                  "(43 writes out of space)")
 
 
 def test_the_cases_table_has_a_row_per_case():
@@ -334,7 +354,8 @@ def test_the_cases_table_has_a_row_per_case():
          "warm": {"hit": 250, "reads_after_first_capacity": 256, "alive": 32, "size": 32},
          "lru": {"warm_hit": 256, "warm_reads": 256, "warm_alive": 32, "newest_fifth": 1.0,
                  "oldest_fifth": 0.0},
-         "puts": {"max": 2.5, "p99": 0.4}, "nsup": {"cache0": {"refused": 2, "longest_run": 1}},
+         "puts": {"max": 2.5, "p99": 0.4},
+         "nsup": {"cache0": {"refused": 2, "longest_run": 1, "out_of_space": 43}},
          "clock": {"per_store": 0.33, "per_second": 50.1, "clock_local": {"0": 3, "1": 4},
                    "clock_fallbacks": {"0": 10, "1": 0}, "clock_busy": 2},
          "debris": 1, "objects": 900, "wrong_bytes": 0,
@@ -349,11 +370,30 @@ def test_the_cases_table_has_a_row_per_case():
     row = lines[2]
     for cell in ("| 4 x 1 MiB |", "| 5,000 / 5,120 |", "| EBUSY 120 |", "| busy 120 |",
                  "| 250 / 256 |", "| 256 / 256, 32 / 32 |", "| 2.5 (0.4) |", "| 0.33, 50.1 (2) |", "| 7 (10) |",
-                 "| cache0: 2 (1) |",
+                 "| cache0: 2 (1), 43 out of space |",
                  "kill cache1 12 s (40 %); restart cache1 42 s (after the fill)",
                  "writer 1 clock +30s (measured 30.0 s)"):
         assert cell in row
     assert cluster_cases.parse_shape("8x256k") == (8, "256K")
+
+
+def test_the_table_is_a_record_with_its_provenance(tmp_path):
+    import argparse
+
+    import cluster_cases
+
+    a = argparse.Namespace(out=str(tmp_path), hosts="127.0.0.1:3600", factor=5.0)
+    prov = {"date": "2026-12-05T22:00:00+00:00", "command": "python bench/cache/cluster_cases.py",
+            "commit": "fb2e16c0ffee", "machine": "a CPU, 2 CPUs, 8 GiB",
+            "aerospike_server": "8.1.2.0"}
+    cases = [{"case": "pause", "error": "cache_fill.py exited 1"}]
+    path = cluster_cases.write_table(a, cases, prov)
+    md = Path(path).read_text()
+    assert path == str(tmp_path / "cluster_cases.md")
+    assert "Aerospike 8.1.2.0" in md and "commit fb2e16c0ffee" in md
+    assert "    python bench/cache/cluster_cases.py\n" in md and "| pause |" in md
+    doc = json.loads((tmp_path / "cluster_cases.json").read_text())
+    assert doc == {"provenance": prov, "cases": cases}
 
 
 # ---------------------------------------------------------------------- faketime
