@@ -63,7 +63,9 @@
 #define HITS_RETRY_MS 10000
 #define HITS_RETRY_GAP_MS 1000
 #define HITS_DUE_MS 20
-/* Fresh: due three quarters of the lead past the head, less this. */
+/* Fresh: due FRESH_QUARTERS quarters of the lead past the head, less FRESH_US
+   (NSUP evicts whole seconds). */
+#define FRESH_QUARTERS 3
 #define FRESH_US 1000000u
 /* A move goes ahead of the head by the span of a quarter of the records the
    namespace holds (at most a quarter of the TTL, so a chunk never lives past
@@ -119,7 +121,9 @@ static bool
 fresh(lmca_t *h, const lmca_meta_t *meta)
 {
     uint64_t due = (lmca__now_us() / 1000000u + meta->ttl + 1) * 1000000u;
-    return due + FRESH_US > lmca__clock_head(h) + hit_lead_us(h, lmca__clock_step(h)) / 4 * 3;
+    uint64_t line = hit_lead_us(h, lmca__clock_step(h)) / 4 * FRESH_QUARTERS;
+
+    return due + FRESH_US > lmca__clock_head(h) + line;
 }
 
 /* Takes the queue; NULL when empty. */
