@@ -278,7 +278,7 @@ def test_probe_prints_build_cluster_and_limits(cli, engine, eviction_ready):
             in ran.text)
     assert f"cap={limits['server_cap']} from {limits['cap_source']}" in ran.text
     assert ran.text.rstrip().endswith("problems: none")
-    assert re.search(r"eviction +evict-used-pct 60% \(hwm breached false\), "
+    assert re.search(r"eviction +evict-used-pct 50% \(hwm breached false\), "
                      r"evict-tenths-pct 10, evict-hist-buckets 100000$", ran.text, re.M)
     assert re.search(r"nsup +evicted \d+, expired \d+, never expire \d+, evict-ttl -?\d+$",
                      ran.text, re.M)
@@ -406,9 +406,9 @@ def tune(engine):
 
 
 def ready_for_eviction(tune, ns):
-    """The README's recipe: evict at 60 % used, 1 % per cycle, buckets of 1 s up to
-    our default TTL of a day (and more)."""
-    for key, value in (("evict-used-pct", 60), ("evict-tenths-pct", 10),
+    """Near the README's recipe: evict at 50 % used, 1 % per cycle, buckets of 1 s up
+    to our default TTL of a day (and more)."""
+    for key, value in (("evict-used-pct", 50), ("evict-tenths-pct", 10),
                        ("evict-hist-buckets", 100000)):
         assert tune(ns, key, value)
 
@@ -465,7 +465,7 @@ def test_probe_reports_eviction_after_stop_writes(capsys, aerospike_hosts, evict
         f"{where} has evict-used-pct {swu} at or above stop-writes-used-pct {swu}: "
         f"stop-writes comes first and NSUP never evicts; set evict-used-pct below {swu}"
         for where in node_where(doc)]
-    assert tune(NAMESPACE, "evict-used-pct", 60)
+    assert tune(NAMESPACE, "evict-used-pct", 50)
     if not tune(NAMESPACE, "evict-sys-memory-pct", 95):
         pytest.skip("evict-sys-memory-pct is a 7.0 setting (8.1 refuses it)")
     assert tune(NAMESPACE, "stop-writes-sys-memory-pct", 90)
@@ -500,13 +500,12 @@ def test_probe_reports_a_small_eviction_step_and_notes_the_rate(capsys, aerospik
 # Namespaces of a test server of this module's own, for what the session's server
 # (and the real one in tests/aerospike-test.conf) does not have: devices, and a
 # namespace this test alone fills with pinned records.
-READY = "nsup-period=1,evict-used-pct=60,evict-tenths-pct=10,evict-hist-buckets=100000"
+READY = "nsup-period=1,evict-used-pct=50,evict-tenths-pct=10,evict-hist-buckets=100000"
 OWN_NAMESPACES = [
-    f"ready:storage-engine=device,data-size=2G,max-record-size=1M,{READY},max-write-cache=256M"
-    .replace("evict-used-pct=60", "evict-used-pct=50"),
+    f"ready:storage-engine=device,data-size=2G,max-record-size=1M,{READY},max-write-cache=256M",
     f"dev:storage-engine=device,data-size=1G,max-record-size=1M,{READY}".replace(
-        "evict-used-pct=60", "evict-used-pct=86,stop-writes-used-pct=90"),
-    f"pinned:data-size=2G,max-record-size=1M,{READY}",  # 1G at 60: stripes too small
+        "evict-used-pct=50", "evict-used-pct=86,stop-writes-used-pct=90"),
+    f"pinned:data-size=2G,max-record-size=1M,{READY}",  # 1G at 50: stripes too small
 ]
 
 
@@ -618,9 +617,10 @@ def stripes(data_size):
 
 
 @pytest.mark.parametrize("size, evict, says", [
-    (512 << 20, 50, "set evict-used-pct to at most 37, or data-size to at least 768.0 MiB"),
-    (1 << 30, 60, "set evict-used-pct to at most 56, or data-size to at least 1.2 GiB"),
-    (512 << 20, 37, None),  # the 512 MiB recipe measured whole at 30
+    (512 << 20, 50, "set evict-used-pct to at most 25, or data-size to at least 1.5 GiB"),
+    (1 << 30, 60, "set evict-used-pct to at most 44, or data-size to at least 6.2 GiB"),
+    (512 << 20, 28, "set evict-used-pct to at most 25, or data-size to at least 576.0 MiB"),
+    (512 << 20, 25, None),  # measured whole at 25, refusals and drops at 28
     (2 << 30, 50, None),  # the README's recipe
 ])
 def test_a_memory_namespace_too_small_for_its_stripes_is_a_problem(size, evict, says):

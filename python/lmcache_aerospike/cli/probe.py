@@ -32,6 +32,10 @@ PINNED_MIN_OBJECTS = 64  # ... of at least this many: a few records' share says 
 MIN_WRITE_CACHE = 256 << 20  # a device's max-write-cache below this overloads under load
 MAX_EVICT_PLUS_AVAIL = 90  # evict-used-pct + stop-writes-avail-pct: room defrag needs
 STRIPE_SPARE_BLOCKS = 4  # free blocks a memory stripe needs at evict-used-pct
+# How far a memory namespace's use climbs past evict-used-pct before NSUP's cycles
+# (every 2-3 s) catch up with writers at the engine's pace: 10-17 points with 4
+# writer processes of 4 MiB chunks from 512 MiB to 2 GiB; fitted (max_evict_pct).
+MEMORY_OVERSHOOT_PCT = 12
 # A device's free blocks kept for defrag (DRV_DEFRAG_RESERVE, drv_common.h): no
 # client write takes them.
 DEVICE_RESERVE_BLOCKS = 8
@@ -371,21 +375,28 @@ def _device_checks(v: server.NodeNamespace, where: str, problems: list[str],
 
 
 def max_evict_pct(blocks: int, kept: int = STRIPE_SPARE_BLOCKS,
-                  fill: int = MEMORY_FILL_PCT) -> int:
+                  fill: int = MEMORY_FILL_PCT, overshoot: int = MEMORY_OVERSHOOT_PCT) -> int:
     """The highest evict-used-pct at which a memory stripe, or a device, of this
     many write blocks keeps free blocks (DESIGN.md, "Every size"): records of many
     ages share a block and a block is reused only once defrag empties it (below
     defrag-lwm-pct), so blocks in use are `fill` percent full, and `kept` blocks
-    take no new records: evict-used-pct <= fill x (1 - kept / blocks). A stripe
-    keeps STRIPE_SPARE_BLOCKS free; a device its defrag reserve and the blocks in
-    its post-write cache, which it gives back only when they leave it, however much
-    of them was freed (drv_ssd.c: ssd_post_write, ssd_block_free). Measured: 8
-    blocks a stripe (512 MiB) out of space at 46 % used with 50, whole at 30; 32
-    blocks (2 GiB) whole at 50; a 512 MiB file (64 blocks) at evict-used-pct 50
+    take no new records: evict-used-pct <= fill x (1 - kept / blocks) - overshoot,
+    what the namespace's use climbs past evict-used-pct before NSUP catches up. A
+    stripe keeps STRIPE_SPARE_BLOCKS free; a device its defrag reserve and the
+    blocks in its post-write cache, which it gives back only when they leave it,
+    however much of them was freed (drv_ssd.c: ssd_post_write, ssd_block_free).
+    Measured on memory with 4 writer processes of 4 MiB chunks, 5x the capacity
+    offered, by the stripes' "out of space" refusals a run (the server's log) and
+    the stores dropped: 8 blocks a stripe (512 MiB) 0-44 at 20 and 25 (9 runs),
+    40-310 at 28 and 30 with stores dropped in 3 of 12 runs; 16 (1 GiB) 7-43 at 40,
+    20-568 at 45 (150 of 575 dropped in 1 of 3), 487-725 at 50; 32 (2 GiB) 0-13 at
+    50; use peaked 10-17 points past evict-used-pct (docs/measurements-cache.md,
+    "Memory stripes"). A device's rule has no overshoot: its fill is fitted to runs
+    that had one. A 512 MiB file (64 blocks) at evict-used-pct 50
     refused stores from 49-62 % used with the default 256 MiB post-write cache and
     from 56-66 % with 64 MiB, and took them with 64 MiB at 40; a 2 GiB file whole
     at 50. DEVICE_FILL_PCT is fitted to those runs."""
-    return max(0, fill * (blocks - kept) // blocks) if blocks > 0 else 0
+    return max(0, fill * (blocks - kept) // blocks - overshoot) if blocks > 0 else 0
 
 
 def _block_check(v: server.NodeNamespace, where: str, evict: int,
@@ -416,7 +427,7 @@ def _stripe_check(v: server.NodeNamespace, where: str, evict: int,
 def device_evict_pct(blocks: int, cached: int) -> int:
     """max_evict_pct for a device of `blocks`, `cached` of them in its post-write
     cache: its defrag reserve and those take no new records."""
-    return max_evict_pct(blocks, DEVICE_RESERVE_BLOCKS + cached, DEVICE_FILL_PCT)
+    return max_evict_pct(blocks, DEVICE_RESERVE_BLOCKS + cached, DEVICE_FILL_PCT, 0)
 
 
 def _device_block_check(v: server.NodeNamespace, where: str, evict: int,
