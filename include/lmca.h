@@ -645,8 +645,10 @@ LMCA_EXTERN int lmca_put_backoff(lmca_t *h, lmca_put_t *p, int rc);
  * may take a round trip to the clock's record, or none: lmca_stats_t
  * clock_reservations), and returns how many milliseconds to wait (0: send now).
  * Counted once per put (puts_paced). A put that would wait longer than
- * max_put_wait_ms is dropped instead (dropped_paced): LMCA_EBUSY, in err. Safe
- * to call from several threads at once for one put.
+ * max_put_wait_ms is dropped instead (dropped_paced): LMCA_EBUSY, in err; while
+ * the furthest place this handle was given is that far ahead, before it takes
+ * a place (a dropped put's places stay on the clock that orders evictions).
+ * Safe to call from several threads at once for one put.
  */
 LMCA_EXTERN int lmca_put_pace(lmca_t *h, lmca_put_t *p, lmca_err_t *err);
 

@@ -165,6 +165,8 @@ typedef struct lmca__cache {
     atomic_uint_fast64_t put_records, put_bytes; /* what this handle's puts wrote */
     atomic_uint_fast64_t full_until_ms; /* puts are dropped unsent until then */
     atomic_uint_fast64_t landed_ms;     /* when a put last landed */
+    atomic_uint_fast64_t pace_head_us;  /* the furthest place on the stores' clock a put
+                                           of this handle was given */
     atomic_bool full_known;             /* a put gave up on stop-writes, none landed since */
     atomic_uint_fast64_t warn_next_ms;  /* the next warning about drops, not before */
     /* mend.c: the watch's state, on the watching thread only ... */

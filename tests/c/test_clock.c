@@ -306,6 +306,49 @@ TEST(a_put_due_past_max_put_wait_is_dropped_not_held)
     lmca_close(h);
 }
 
+TEST(a_burst_past_max_put_wait_is_dropped_before_it_takes_places)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    uint8_t buf[64] = {2};
+    lmca_stats_t st;
+    lmca_err_t err = {0};
+    lmca_put_t burst[40];
+    char keys[40][96];
+    int placed = 0, dropped = 0;
+    uint32_t ttl;
+
+    th_config(&cfg, "small");
+    cfg.default_ttl_seconds = 100;
+    cfg.records_per_void_second = 1;
+    cfg.max_put_wait_ms = 300;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    fresh_clock();
+    /* A batch of 40 paced at once, as the pool paces a batch's puts: one place a
+       second, so all but the first few are due past max_put_wait_ms. */
+    for (int i = 0; i < 40; i++) {
+        snprintf(keys[i], sizeof keys[i], "%s", th_key("burst"));
+        burst[i] = (lmca_put_t){.key = keys[i], .buf = buf, .len = sizeof buf};
+        ASSERT_RC(lmca_put_begin(h, &burst[i], &err), LMCA_OK, &err);
+        if (lmca_put_pace(h, &burst[i], &err) >= 0) {
+            placed++;
+        } else {
+            ASSERT(strstr(err.msg, "max_put_wait_ms=300") != NULL);
+            dropped++;
+        }
+    }
+    /* The dropped took no places: once the placed ones are due, a put is placed
+       at the head, its TTL the clock's, not 40 places on. */
+    usleep((unsigned)(placed + 1) * 1000 * 1000);
+    ttl = put_ttl(h, "after");
+    lmca_stats(h, &st);
+    lmca_close(h);
+    ASSERT(placed >= 2 && placed <= 6);
+    ASSERT_EQ(dropped, 40 - placed);
+    ASSERT_EQ(st.dropped_paced, (uint64_t)dropped);
+    ASSERT(ttl <= 100 + 5);
+}
+
 /* Puts 25 one-record chunks on `h` (th_key is not for threads: keys of its own). */
 static void *
 put_many(void *arg)
@@ -468,6 +511,7 @@ TEST_LIST = {
     T(with_no_clock_record_a_handle_places_alone_at_an_eighth),
     T(writers_with_different_ttls_share_one_clock),
     T(a_put_due_past_max_put_wait_is_dropped_not_held),
+    T(a_burst_past_max_put_wait_is_dropped_before_it_takes_places),
     T(a_handles_threads_reserve_one_at_a_time),
     T(moves_lead_the_clock_and_do_not_pace_the_stores),
     T(a_chunk_whose_steps_race_is_paced_as_one),
