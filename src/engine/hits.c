@@ -261,7 +261,16 @@ touch(lmca_t *h, lmca__hit **q, size_t n, lmca_err_t *err)
     /* One place for all of them, in the order they were read: chunk i's
        records follow chunk i - 1's. Segments in rows [0, nsegs), meta records
        after them. */
-    at = lmca__clock_move(h, (uint32_t)(records < UINT32_MAX ? records : UINT32_MAX), &step);
+    at = lmca__clock_move(h, (uint32_t)(records < UINT32_MAX ? records : UINT32_MAX), true,
+                          &step);
+    if (at == 0 && h->cfg.default_ttl_seconds > 0 && step != 0) {
+        /* No clock record answered: they go again, as a move refused in passing. */
+        for (size_t i = 0; i < n; i++)
+            q[i]->again = true;
+        atomic_fetch_add_explicit(&h->counters.touches_failed, records, memory_order_relaxed);
+        free(keys);
+        return LMCA_OK;
+    }
     at += at ? hit_lead_us(h, step) : 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t ttl = lmca__record_ttl(h, at / 1000000u, false);

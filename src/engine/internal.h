@@ -236,8 +236,9 @@ uint64_t lmca__clock_place(lmca_t *h, uint32_t records, uint64_t *pace_us);
 void lmca__clock_return(lmca_t *h, uint32_t records);
 /* The same for records moved to the head (hits, lmca_touch): it adds no data,
    so it leaves the stores' clock, which puts are paced by, where it is. The
-   records' places are *step_us apart from the one returned. */
-uint64_t lmca__clock_move(lmca_t *h, uint32_t records, uint64_t *step_us);
+   records' places are *step_us apart from the one returned. A `hint` (a hit's
+   move) gets 0 when no clock record answered, and no place. */
+uint64_t lmca__clock_move(lmca_t *h, uint32_t records, bool hint, uint64_t *step_us);
 /* The clock's step, 1 s / per_second in µs (at least 1); 0 when the namespace
    does not evict. */
 uint64_t lmca__clock_step(lmca_t *h);

@@ -443,6 +443,45 @@ TEST(a_touch_stop_writes_refused_goes_again)
     touch_goes_again_after(8);
 }
 
+TEST(a_hit_waits_for_the_clock_when_no_clock_record_answers)
+{
+    lmca_t *h;
+    uint8_t buf[64] = {2}, out[64];
+    size_t got;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    const char *old = th_key("old");
+    static const char *clocks[] = {"void-clock", "void-clock-1", "void-clock-2"};
+    char rule[120];
+    uint32_t before;
+
+    th_need_fixture("fault injection on the clock records");
+    h = open_slow_clock(true);
+    ASSERT_RC(lmca_put(h, old, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    store(h, 3);
+    before = ttl_of(h, old);
+    /* Every clock record a reservation tries refuses, as a full namespace does. */
+    for (int i = 0; i < 3; i++) {
+        snprintf(rule, sizeof rule, "kind=result;code=8;digest=%s",
+                 th_digest_hex("lmca_clock", clocks[i]));
+        th_fault(rule);
+    }
+    ASSERT_RC(lmca_get(h, old, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+    lmca_stats(h, &st);
+    /* Not moved on the handle's own clock: it goes again. */
+    ASSERT_EQ(st.hits_touched, 0);
+    ASSERT_EQ(st.clock_local, 0);
+    ASSERT_EQ(st.touches_failed, 1);
+    ASSERT(ttl_of(h, old) <= before);
+    th_info("fixture-clear-faults");
+    usleep(1100 * 1000);
+    ASSERT_RC(lmca_touch_hits(h, &err), LMCA_OK, &err);
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.hits_touched, 1);
+    ASSERT(ttl_of(h, old) > before);
+    lmca_close(h);
+}
+
 TEST(a_chunk_with_a_segment_left_behind_keeps_its_meta_behind_too)
 {
     lmca_t *h = NULL;
@@ -492,6 +531,7 @@ TEST_LIST = {
     T(a_touch_refused_for_good_is_counted_and_dropped),
     T(a_touch_a_lost_node_refused_goes_again),
     T(a_touch_stop_writes_refused_goes_again),
+    T(a_hit_waits_for_the_clock_when_no_clock_record_answers),
     T(a_chunk_with_a_segment_left_behind_keeps_its_meta_behind_too),
 };
 TEST_MAIN()
