@@ -178,35 +178,36 @@ drop(lmca_t *h, lmca_put_t *p, drop_cause cause, bool unsent)
     return true;
 }
 
-/* How long past max_put_wait_ms a put would wait, in ms, were it placed now
-   after the furthest place this handle was given (0: it may be placed). A put
-   dropped as paced gives its places back to the stores' clock but not to the
-   void clock, which others placed after: placing puts only to drop them ran the
-   void clock away from the stores' (batches of 4 MiB chunks on 512 MiB: 6,258 of
-   6,338 stores dropped, the void clock hours ahead, every put after it due too
-   far), so they are dropped before they take a place. */
+/* How long a put placed at `pace_us` on the stores' clock waits, in ms, to be
+   no more than the lead ahead of now, on the servers' time (a host whose clock
+   is off waits no more than the others); 0: send now. */
 static uint64_t
-paced_out_ms(lmca_t *h, const lmca_put_t *p, uint64_t ahead_us)
+pace_wait_ms(lmca_t *h, uint64_t pace_us, uint64_t ahead_us)
 {
-    uint64_t head = atomic_load_explicit(&h->cache.pace_head_us, memory_order_relaxed);
-    uint64_t now, wait_ms;
+    uint64_t now;
 
-    if (p->meta.pin || __atomic_load_n(&p->void_at, __ATOMIC_ACQUIRE) != 0 || head <= ahead_us)
+    if (pace_us <= ahead_us || pace_us - ahead_us <= (now = lmca__server_now_us(h)))
         return 0;
-    now = lmca__server_now_us(h);
-    if (head - ahead_us <= now)
-        return 0;
-    wait_ms = (head - ahead_us - now) / 1000;
-    return wait_ms > h->cfg.max_put_wait_ms ? wait_ms : 0;
+    return (pace_us - ahead_us - now + 999) / 1000;
 }
 
 int
 lmca_put_pace(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
 {
-    uint64_t now, pace_us, ahead_us, send_us, wait_ms;
+    uint64_t ahead_us, wait_ms;
 
     ahead_us = atomic_load_explicit(&h->cache.lead_seconds, memory_order_relaxed) * 1000000u;
-    if (h->cfg.default_ttl_seconds > 0 && (wait_ms = paced_out_ms(h, p, ahead_us)) > 0) {
+    /* A put dropped as paced gives its places back to the stores' clock but not
+       to the void clock, which others placed after: placing puts only to drop
+       them ran the void clock away from the stores' (batches of 4 MiB chunks on
+       512 MiB: 6,258 of 6,338 stores dropped, every put after them due too far).
+       So while the furthest place this handle was given is due too far, a put
+       not placed yet is dropped before it takes one. */
+    if (h->cfg.default_ttl_seconds > 0 && !p->meta.pin &&
+        __atomic_load_n(&p->void_at, __ATOMIC_ACQUIRE) == 0 &&
+        (wait_ms = pace_wait_ms(h, atomic_load_explicit(&h->cache.pace_head_us,
+                                                        memory_order_relaxed),
+                                ahead_us)) > h->cfg.max_put_wait_ms) {
         drop(h, p, DROP_PACED, true);
         return lmca__fail(err, LMCA_EBUSY, 0,
                           "put \"%s\": dropped unsent: the stores' clock is due %llu ms ahead, "
@@ -216,15 +217,10 @@ lmca_put_pace(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
     }
     lmca__put_place(h, p);
     /* Placed further ahead of now on the stores' clock than the lead allows: it
-       waits until not, on the servers' time (a host whose clock is off waits no
-       more than the others). */
-    pace_us = __atomic_load_n(&p->pace_at, __ATOMIC_ACQUIRE);
-    if (h->cfg.default_ttl_seconds <= 0 || pace_us <= ahead_us)
+       waits until not. */
+    if (h->cfg.default_ttl_seconds <= 0 ||
+        (wait_ms = pace_wait_ms(h, __atomic_load_n(&p->pace_at, __ATOMIC_ACQUIRE), ahead_us)) == 0)
         return 0;
-    send_us = pace_us - ahead_us;
-    if (send_us <= (now = lmca__server_now_us(h)))
-        return 0;
-    wait_ms = (send_us - now + 999) / 1000;
     if (wait_ms > h->cfg.max_put_wait_ms) { /* NSUP is that far behind the stores */
         /* Its places go back to the stores' clock: the next put is not due as late. */
         if (drop(h, p, DROP_PACED, false))

@@ -255,12 +255,8 @@ touch(lmca_t *h, lmca__hit **q, size_t n, lmca_err_t *err)
         records += records_of(q[i]->nseg);
         nsegs += q[i]->nseg > 1 ? q[i]->nseg : 0;
     }
-    if ((keys = lmca__key_slab(records, sizeof(lmca__row), "touching hits", err)) == NULL)
-        return LMCA_ENOMEM;
-    rows = lmca__slab_extra(keys, records);
     /* One place for all of them, in the order they were read: chunk i's
-       records follow chunk i - 1's. Segments in rows [0, nsegs), meta records
-       after them. */
+       records follow chunk i - 1's. */
     at = lmca__clock_move(h, (uint32_t)(records < UINT32_MAX ? records : UINT32_MAX), true,
                           &step);
     if (at == 0 && h->cfg.default_ttl_seconds > 0 && step != 0) {
@@ -268,10 +264,13 @@ touch(lmca_t *h, lmca__hit **q, size_t n, lmca_err_t *err)
         for (size_t i = 0; i < n; i++)
             q[i]->again = true;
         atomic_fetch_add_explicit(&h->counters.touches_failed, records, memory_order_relaxed);
-        free(keys);
         return LMCA_OK;
     }
     at += at ? hit_lead_us(h, step) : 0;
+    /* Segments in rows [0, nsegs), meta records after them. */
+    if ((keys = lmca__key_slab(records, sizeof(lmca__row), "touching hits", err)) == NULL)
+        return LMCA_ENOMEM;
+    rows = lmca__slab_extra(keys, records);
     for (size_t i = 0; i < n; i++) {
         uint32_t ttl = lmca__record_ttl(h, at / 1000000u, false);
         for (uint32_t s = 0; q[i]->nseg > 1 && s < q[i]->nseg; s++, r++) {

@@ -271,14 +271,13 @@ TEST(writers_with_different_ttls_share_one_clock)
     fresh_clock();
 }
 
-TEST(a_put_due_past_max_put_wait_is_dropped_not_held)
+/* A handle on a fresh clock of one place a second, whose puts wait 300 ms at most. */
+static lmca_t *
+open_paced(void)
 {
     lmca_config_t cfg;
     lmca_t *h = NULL;
-    uint8_t buf[64] = {2};
-    lmca_stats_t st;
     lmca_err_t err = {0};
-    int ok = 0, dropped = 0;
 
     th_config(&cfg, "small");
     cfg.default_ttl_seconds = 100;
@@ -286,6 +285,17 @@ TEST(a_put_due_past_max_put_wait_is_dropped_not_held)
     cfg.max_put_wait_ms = 300;
     ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
     fresh_clock();
+    return h;
+}
+
+TEST(a_put_due_past_max_put_wait_is_dropped_not_held)
+{
+    lmca_t *h = open_paced();
+    uint8_t buf[64] = {2};
+    lmca_stats_t st;
+    lmca_err_t err = {0};
+    int ok = 0, dropped = 0;
+
     /* One a second and a lead of 3 s: the fifth put in a row is due a second
        past the lead, more than it may wait. */
     for (int i = 0; i < 6; i++) {
@@ -308,8 +318,7 @@ TEST(a_put_due_past_max_put_wait_is_dropped_not_held)
 
 TEST(a_burst_past_max_put_wait_is_dropped_before_it_takes_places)
 {
-    lmca_config_t cfg;
-    lmca_t *h = NULL;
+    lmca_t *h = open_paced();
     uint8_t buf[64] = {2};
     lmca_stats_t st;
     lmca_err_t err = {0};
@@ -318,12 +327,6 @@ TEST(a_burst_past_max_put_wait_is_dropped_before_it_takes_places)
     int placed = 0, dropped = 0;
     uint32_t ttl;
 
-    th_config(&cfg, "small");
-    cfg.default_ttl_seconds = 100;
-    cfg.records_per_void_second = 1;
-    cfg.max_put_wait_ms = 300;
-    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
-    fresh_clock();
     /* A batch of 40 paced at once, as the pool paces a batch's puts: one place a
        second, so all but the first few are due past max_put_wait_ms. */
     for (int i = 0; i < 40; i++) {

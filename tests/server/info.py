@@ -485,7 +485,7 @@ class InfoHandler:
         if ns is None:
             return "ERROR:20:namespace not found on node"
         if p.get("on") not in ("true", "false"):
-            return "ERROR:4:fixture-stop-writes needs on=true or on=false"
+            return "ERROR:4:fixture-stop-writes on=%s: needs true or false" % p.get("on")
         with self.fx.store.lock:
             ns.forced_stop_writes = ns.stop_writes = p["on"] == "true"
         return "ok"
