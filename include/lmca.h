@@ -127,7 +127,7 @@ typedef struct lmca_config {
                                        for its whole backpressure_ms, puts are dropped
                                        without a round trip for this long, then one
                                        is let through to look again; default 1000 */
-    uint32_t touch_budget_percent;  /* on a device namespace, hits moved to the head
+    uint32_t touch_budget_percent;  /* hits moved to the head
                                        (touch_on_hit) rewrite at most this percent
                                        of what stores write at NSUP's pace
                                        (lmca_eviction_t.bytes_per_second) a second,
@@ -317,8 +317,7 @@ typedef struct lmca_eviction {
     uint64_t bytes_per_second; /* what stores write at per_second: the records'
                                   mean size times per_second (the touch budget's
                                   base) */
-    bool device;         /* a node stores the namespace on a device (SSD or file):
-                            the touch budget applies */
+    bool device;         /* a node stores the namespace on a device (SSD or file) */
     uint64_t lead_seconds; /* how far the stores' clock may run ahead of now +
                               TTL; a put due further ahead waits (lmca_put_pace).
                               1 to 3: what the storage holds past evict-used-pct

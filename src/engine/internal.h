@@ -87,7 +87,8 @@ typedef struct lmca__counters {
 typedef struct lmca__clock {
     pthread_mutex_t lock;
     pthread_cond_t reserved;  /* a reservation ended (`reserving` cleared) */
-    bool reserving;           /* one thread is reserving: the others wait for its lease */
+    bool reserving;           /* one thread is reserving (a lease or a move): the others
+                                 wait for it */
     uint64_t next_us, end_us; /* the lease: places [next_us, end_us) ... */
     uint64_t lease_step;      /* ... lease_step apart (a fallback's are wider) */
     uint64_t expires_ms;      /* ... usable until then (monotonic) */
@@ -154,7 +155,8 @@ typedef struct lmca__cache {
     atomic_uint_fast64_t lead_seconds;
     atomic_uint_fast64_t target, records;
     atomic_bool enabled;
-    atomic_uint_fast64_t bytes_per_second; /* ... on a device namespace; 0 on memory */
+    atomic_uint_fast64_t bytes_per_second; /* ... what stores write at its pace */
+    atomic_bool device;                 /* ... a node stores on a device */
     atomic_uint_fast64_t watch_next_ms; /* ... and when to look again (monotonic) */
     pthread_mutex_t plan_lock;          /* plan.c: the last look, and plans made from it */
     struct lmca__looks *last_look;      /* what every node said last */

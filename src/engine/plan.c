@@ -210,8 +210,8 @@ set_plan(lmca_t *h, const lmca_eviction_t *e)
     atomic_store_explicit(&h->cache.target, e->target, memory_order_relaxed);
     atomic_store_explicit(&h->cache.records, e->records, memory_order_relaxed);
     atomic_store_explicit(&h->cache.enabled, e->enabled, memory_order_relaxed);
-    atomic_store_explicit(&h->cache.bytes_per_second, e->device ? e->bytes_per_second : 0,
-                          memory_order_relaxed);
+    atomic_store_explicit(&h->cache.bytes_per_second, e->bytes_per_second, memory_order_relaxed);
+    atomic_store_explicit(&h->cache.device, e->device, memory_order_relaxed);
 }
 
 void
@@ -224,7 +224,7 @@ lmca_eviction(lmca_t *h, lmca_eviction_t *out)
     out->lead_seconds = atomic_load_explicit(&h->cache.lead_seconds, memory_order_relaxed);
     out->bytes_per_second = atomic_load_explicit(&h->cache.bytes_per_second,
                                                  memory_order_relaxed);
-    out->device = out->bytes_per_second > 0;
+    out->device = atomic_load_explicit(&h->cache.device, memory_order_relaxed);
 }
 
 /* The mean record of this handle's puts so far, 0 before the first. */

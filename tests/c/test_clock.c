@@ -8,7 +8,8 @@
  * it. Writers with different TTLs share one. Puts are paced by the stores'
  * clock only: chunks moved to the head, and the places of a chunk that its
  * racing steps reserved twice, do not hold the stores back; one due past
- * max_put_wait_ms is dropped. A handle's threads reserve one at a time.
+ * max_put_wait_ms is dropped. A handle's threads reserve one at a time, moves
+ * too.
  *
  * Two handles in one process stand in for two processes: each has its own
  * client, lease and counters, and shares nothing with the other but the server.
@@ -387,6 +388,65 @@ TEST(a_handles_threads_reserve_one_at_a_time)
     lmca_close(h);
 }
 
+/* Moves one chunk (a thread's of a_handles_moves_and_stores_reserve_one_at_a_time),
+   after the others are ready too. */
+typedef struct {
+    lmca_t *h;
+    const char *key;
+    pthread_barrier_t *ready;
+} mover;
+
+static void *
+move_one(void *arg)
+{
+    mover *m = arg;
+    lmca_err_t err = {0};
+
+    pthread_barrier_wait(m->ready);
+    ASSERT_RC(lmca_touch(m->h, m->key, false, &err), LMCA_OK, &err);
+    return NULL;
+}
+
+TEST(a_handles_moves_and_stores_reserve_one_at_a_time)
+{
+    lmca_t *h = open_clocked(100000, true);
+    uint8_t buf[64] = {6};
+    char keys[8][128], rule[160];
+    pthread_t t[8];
+    mover m[8];
+    pthread_barrier_t ready;
+    lmca_stats_t st;
+    lmca_err_t err = {0};
+
+    th_need_fixture("a slow clock record");
+    for (int i = 0; i < 8; i++) {
+        snprintf(keys[i], sizeof keys[i], "%s", th_key("mover"));
+        ASSERT_RC(lmca_put(h, keys[i], buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    }
+    /* With a queue of one behind one in flight, a record takes three writes at
+       once and answers the fourth key busy: 8 moves reserving at once, as a
+       pool's workers each moving a batch did, would meet it. */
+    th_info("set-config:context=namespace;id=small;transaction-pending-limit=1");
+    snprintf(rule, sizeof rule, "kind=delay;op=write;ms=100;digest=%s",
+             th_digest_hex("lmca_clock", "void-clock"));
+    th_fault(rule);
+    pthread_barrier_init(&ready, NULL, 8);
+    for (int i = 0; i < 8; i++) {
+        m[i] = (mover){h, keys[i], &ready};
+        ASSERT(pthread_create(&t[i], NULL, move_one, &m[i]) == 0);
+    }
+    for (int i = 0; i < 8; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&ready);
+    th_info("fixture-clear-faults");
+    th_info("set-config:context=namespace;id=small;transaction-pending-limit=20");
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.clock_busy, 0);
+    ASSERT_EQ(st.clock_fallbacks, 0);
+    ASSERT_EQ(st.clock_local, 0);
+    lmca_close(h);
+}
+
 TEST(moves_lead_the_clock_and_do_not_pace_the_stores)
 {
     lmca_t *h[2] = {open_clocked(4, true), open_clocked(4, true)};
@@ -516,6 +576,7 @@ TEST_LIST = {
     T(a_put_due_past_max_put_wait_is_dropped_not_held),
     T(a_burst_past_max_put_wait_is_dropped_before_it_takes_places),
     T(a_handles_threads_reserve_one_at_a_time),
+    T(a_handles_moves_and_stores_reserve_one_at_a_time),
     T(moves_lead_the_clock_and_do_not_pace_the_stores),
     T(a_chunk_whose_steps_race_is_paced_as_one),
     T(a_refused_clock_paces_stores_by_their_own_clock),

@@ -1,13 +1,14 @@
-"""Hits on a device namespace move their chunks within a budget (src/engine/hits.c):
-a move rewrites the chunk on the master and the replica, as many bytes as a store,
-so hits may rewrite at most touch_budget_percent of what stores write at NSUP's
-pace a second. The bytes moved are counted (touch_bytes), and the hits past the
-budget stay where they are (hits_unbudgeted); 0 is no budget, and a memory
-namespace has none.
+"""Hits move their chunks within a budget (src/engine/hits.c): a move rewrites the
+chunk on the master and the replica, as many bytes as a store, on a device and on
+memory alike (since 7.0 a memory namespace keeps records in write blocks too), so
+hits may rewrite at most touch_budget_percent of what stores write at NSUP's pace
+a second. The bytes moved are counted (touch_bytes), and the hits past the budget
+stay where they are (hits_unbudgeted); 0 is no budget.
 
-On the test server a namespace of its own (storage-engine device) is started for
-the test; on a real server the session's lmcache namespace must be a device one
-(the README's SSD recipe, scripts/aerospike-loopback.sh start ssd).
+On the test server a namespace of its own (storage-engine device or memory) is
+started for each test; on a real server the session's lmcache namespace is used
+where it is of that kind (the README's recipes, scripts/aerospike-loopback.sh
+start ssd or cache).
 """
 
 import contextlib
@@ -21,20 +22,21 @@ from tests.conftest import info
 from tests.server.launch import running
 
 SIZE = 64 << 10
-DEVICE_NS = ("lmcache:storage-engine=device,filesize=64M,max-record-size=1M,nsup-period=1,"
-             "evict-used-pct=50,evict-tenths-pct=300,stop-writes-used-pct=90")
+EVICTS = "max-record-size=1M,nsup-period=1,evict-used-pct=50,evict-tenths-pct=300,stop-writes-used-pct=90"
+NAMESPACES = {"device": "lmcache:storage-engine=device,filesize=64M," + EVICTS,
+              "memory": "lmcache:storage-engine=memory,data-size=64M," + EVICTS}
 
 
 @contextlib.contextmanager
-def device_namespace(hosts):
-    """(hosts, namespace) of a device namespace that evicts."""
+def evicting_namespace(hosts, engine="device"):
+    """(hosts, namespace) of a namespace on `engine` that evicts."""
     if info(hosts, "fixture-reset") == "ok":
-        with running(args=["--namespace", DEVICE_NS]) as port:
+        with running(args=["--namespace", NAMESPACES[engine]]) as port:
             yield f"127.0.0.1:{port}", "lmcache"
         return
     ns = dict(kv.split("=", 1) for kv in info(hosts, "namespace/lmcache").split(";") if "=" in kv)
-    if ns.get("storage-engine") != "device" or int(ns.get("storage-engine.evict-used-pct", 0)) == 0:
-        pytest.skip("needs a device namespace that evicts (the README's SSD recipe)")
+    if ns.get("storage-engine") != engine or int(ns.get("storage-engine.evict-used-pct", 0)) == 0:
+        pytest.skip(f"needs a {engine} namespace that evicts (the README's recipes)")
     yield hosts, "lmcache"
 
 
@@ -62,10 +64,11 @@ def hits(hosts, ns, budget_percent):
     return stats, plan, seconds
 
 
-def test_moves_rewrite_at_most_the_budget(aerospike_hosts):
-    with device_namespace(aerospike_hosts) as (hosts, ns):
+@pytest.mark.parametrize("engine", ["device", "memory"])
+def test_moves_rewrite_at_most_the_budget(aerospike_hosts, engine):
+    with evicting_namespace(aerospike_hosts, engine) as (hosts, ns):
         stats, plan, seconds = hits(hosts, ns, 10)
-        assert plan["device"] and plan["bytes_per_second"] > 0
+        assert plan["device"] == (engine == "device") and plan["bytes_per_second"] > 0
         assert stats["hits_fresh"] == 0
         # A tenth of what stores write a second: up to a second of it at once (a
         # move may take it below zero), then what fills in at that rate while the
@@ -79,7 +82,7 @@ def test_moves_rewrite_at_most_the_budget(aerospike_hosts):
 
 
 def test_no_budget_moves_every_hit(aerospike_hosts):
-    with device_namespace(aerospike_hosts) as (hosts, ns):
+    with evicting_namespace(aerospike_hosts) as (hosts, ns):
         stats, _, _ = hits(hosts, ns, 0)
         assert stats["hits_unbudgeted"] == 0 and stats["hits_fresh"] == 0
         assert stats["hits_touched"] == 16
