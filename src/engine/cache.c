@@ -45,26 +45,42 @@
  * Places on the clock.
  */
 
+/* The furthest place on the stores' clock this handle's puts were given (or
+   refused at). */
+static void
+pace_head_to(lmca_t *h, uint64_t pace_us)
+{
+    uint64_t head = atomic_load_explicit(&h->cache.pace_head_us, memory_order_relaxed);
+
+    while (pace_us > head &&
+           !atomic_compare_exchange_weak(&h->cache.pace_head_us, &head, pace_us))
+        ;
+}
+
 void
-lmca__put_place(lmca_t *h, lmca_put_t *p)
+lmca__put_place(lmca_t *h, lmca_put_t *p, bool bounded)
 {
     uint32_t records = p->meta.nseg > 1 ? p->meta.nseg + 1 : 1;
     uint64_t v, pace_us, unplaced = 0;
+    int64_t limit_us = 0;
+    bool refused;
 
     if (p->meta.pin || __atomic_load_n(&p->void_at, __ATOMIC_ACQUIRE) != 0)
         return;
+    if (bounded)
+        limit_us = (int64_t)(atomic_load_explicit(&h->cache.lead_seconds, memory_order_relaxed) *
+                             1000000u) + (int64_t)h->cfg.max_put_wait_ms * 1000;
     /* Steps of one put may race here on several threads: the first place
        stands, and a loser gives its places back, or a chunk's 3 steps on 3
        workers would pace the stores as 3 chunks. */
-    v = lmca__clock_place(h, records, &pace_us) / 1000000u;
-    if (__atomic_compare_exchange_n(&p->void_at, &unplaced, v, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE)) {
-        uint64_t head = atomic_load_explicit(&h->cache.pace_head_us, memory_order_relaxed);
-
+    v = lmca__clock_place(h, records, limit_us, &pace_us, &refused) / 1000000u;
+    if (refused) { /* void_at stays 0: lmca_put_pace drops it */
         __atomic_store_n(&p->pace_at, pace_us, __ATOMIC_RELEASE);
-        while (pace_us > head && !atomic_compare_exchange_weak(&h->cache.pace_head_us, &head,
-                                                               pace_us))
-            ;
+        pace_head_to(h, pace_us);
+    } else if (__atomic_compare_exchange_n(&p->void_at, &unplaced, v, false, __ATOMIC_ACQ_REL,
+                                           __ATOMIC_ACQUIRE)) {
+        __atomic_store_n(&p->pace_at, pace_us, __ATOMIC_RELEASE);
+        pace_head_to(h, pace_us);
     } else {
         lmca__clock_return(h, records);
     }
@@ -195,6 +211,7 @@ int
 lmca_put_pace(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
 {
     uint64_t ahead_us, wait_ms;
+    bool placed;
 
     ahead_us = atomic_load_explicit(&h->cache.lead_seconds, memory_order_relaxed) * 1000000u;
     /* A put dropped as paced gives its places back to the stores' clock but not
@@ -215,20 +232,24 @@ lmca_put_pace(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
                           "capacity or raise max_put_wait_ms",
                           p->key, (unsigned long long)wait_ms, h->cfg.max_put_wait_ms);
     }
-    lmca__put_place(h, p);
+    lmca__put_place(h, p, true);
+    if (h->cfg.default_ttl_seconds <= 0 || p->meta.pin)
+        return 0;
+    /* Refused a place (void_at 0): the stores' clock leads past the wait. */
+    placed = __atomic_load_n(&p->void_at, __ATOMIC_ACQUIRE) != 0;
     /* Placed further ahead of now on the stores' clock than the lead allows: it
        waits until not. */
-    if (h->cfg.default_ttl_seconds <= 0 ||
-        (wait_ms = pace_wait_ms(h, __atomic_load_n(&p->pace_at, __ATOMIC_ACQUIRE), ahead_us)) == 0)
+    wait_ms = pace_wait_ms(h, __atomic_load_n(&p->pace_at, __ATOMIC_ACQUIRE), ahead_us);
+    if (placed && wait_ms == 0)
         return 0;
-    if (wait_ms > h->cfg.max_put_wait_ms) { /* NSUP is that far behind the stores */
+    if (!placed || wait_ms > h->cfg.max_put_wait_ms) { /* NSUP is that far behind the stores */
         /* Its places go back to the stores' clock: the next put is not due as late. */
-        if (drop(h, p, DROP_PACED, false))
+        if (drop(h, p, DROP_PACED, false) && placed)
             lmca__clock_return(h, p->meta.nseg > 1 ? p->meta.nseg + 1 : 1);
         return lmca__fail(err, LMCA_EBUSY, 0,
-                          "put \"%s\": dropped: its place on the shared clock is due %llu ms "
-                          "ahead, past max_put_wait_ms=%u (the stores outpace what NSUP "
-                          "evicts); add capacity or raise max_put_wait_ms",
+                          "put \"%s\": dropped: due %llu ms ahead on the shared clock, past "
+                          "max_put_wait_ms=%u (the stores outpace what NSUP evicts); add "
+                          "capacity or raise max_put_wait_ms",
                           p->key, (unsigned long long)wait_ms, h->cfg.max_put_wait_ms);
     }
     if (!__atomic_exchange_n(&p->paced, true, __ATOMIC_RELAXED))
@@ -252,7 +273,7 @@ lmca__cache_gate(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
     if (atomic_load_explicit(&h->cache.upkeep_pools, memory_order_relaxed) == 0)
         lmca__upkeep(h);
     if (until == 0 || (now = lmca__mono_ms()) >= until) {
-        lmca__put_place(h, p);
+        lmca__put_place(h, p, false);
         return LMCA_OK;
     }
     drop(h, p, DROP_FULL, true);

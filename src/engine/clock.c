@@ -195,6 +195,7 @@ lmca__clock_step(lmca_t *h)
    apart its places are (µs of server time). */
 typedef struct {
     uint64_t start, store, step;
+    bool refused; /* the stores' clock led too far: no places, store says where */
 } clock_pos;
 
 /* Checks a node's answer as any record read (untrusted) and learns from it.
@@ -210,9 +211,19 @@ take_answer(lmca_t *h, const lmca__clock_ask *ask, const lmca__clock_answer *a, 
     int64_t now, start, store, top;
 
     if (a->ttl_s < 1 || a->ttl_s > TTL_MAX_S || a->now_ms <= 0 ||
-        a->now_ms > INT64_MAX / 4000 || a->next_us < ask->span_us)
+        a->now_ms > INT64_MAX / 4000 || (a->refused != 0 && a->refused != 1))
         return false;
     now = a->now_ms * 1000;
+    if (a->refused) { /* nothing added: *at says where the stores' clock is */
+        if (ask->limit_us <= 0 || a->store_us <= now + ask->limit_us ||
+            a->store_us > now + SANE_AHEAD_US + MOVE_LEAD_MAX_US)
+            return false;
+        learn_time(c, t0, t1, a->now_ms);
+        *at = (clock_pos){0, (uint64_t)a->store_us, 0, true};
+        return true;
+    }
+    if (a->next_us < ask->span_us)
+        return false;
     start = a->next_us - ask->span_us;
     store = a->store_us - ask->span_us;
     top = now + SANE_AHEAD_US + MOVE_LEAD_MAX_US;
@@ -231,7 +242,7 @@ take_answer(lmca_t *h, const lmca__clock_ask *ask, const lmca__clock_answer *a, 
     c->ttl_s = (uint64_t)a->ttl_s;
     if (a->old_us + CATCH_UP_US < now || a->old_us > now + SANE_AHEAD_US)
         LMCA__COUNT(h, clock_resets); /* behind (idle writers) or not ours: moved to now */
-    *at = (clock_pos){(uint64_t)start, (uint64_t)(store > 0 ? store : 0), 0};
+    *at = (clock_pos){(uint64_t)start, (uint64_t)(store > 0 ? store : 0), 0, false};
     return true;
 }
 
@@ -313,12 +324,14 @@ pick(lmca_t *h, suspects *s, const bool *tried)
 
 /* Reserves `records` places (plus `spare`, on the first clock only) for a move
    (`moving`: the stores' clock stays) or for stores (`returned` µs of earlier
-   places given back to the stores' clock): on the first clock record that
-   answers, from HOME onwards. False when none did. Takes the lock for the
-   floors and the answer; not held during the round trips. */
+   places given back to the stores' clock; `limit_us` how far the stores' clock
+   may lead the node's now, else at->refused and no places, 0 = no limit): on
+   the first clock record that answers, from HOME onwards. False when none did.
+   Takes the lock for the floors and the answer; not held during the round
+   trips. */
 static bool
 reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool moving,
-        clock_pos *at)
+        int64_t limit_us, clock_pos *at)
 {
     lmca__clock *c = &h->clock;
     uint64_t step = lmca__clock_step(h), now_ms = lmca__mono_ms();
@@ -334,7 +347,7 @@ reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool mov
                        1000000;
     lmca__clock_ask ask = {.ttl_s = h->cfg.default_ttl_seconds, .hold_ms = TTL_HOLD_MS,
                            .catch_up_us = CATCH_UP_US, .sane_us = SANE_AHEAD_US,
-                           .timeout_ms = CLOCK_TIMEOUT_MS};
+                           .limit_us = limit_us, .timeout_ms = CLOCK_TIMEOUT_MS};
 
     if (ask.ttl_s > TTL_MAX_S)
         ask.ttl_s = TTL_MAX_S;
@@ -458,7 +471,7 @@ place_locally(lmca_t *h, uint64_t records, uint64_t share, bool moving)
     if (share > 1) /* alone for want of the shared clock, not by choice: the order */
         base += atomic_load_explicit(&h->cache.lead_seconds, memory_order_relaxed) * 1000000u;
     clock_pos at = {c->last_us > base ? c->last_us : base,
-                    c->store_last_us > now ? c->store_last_us : now, step};
+                    c->store_last_us > now ? c->store_last_us : now, step, false};
 
     c->last_us = at.start + records * step;
     if (!moving)
@@ -516,13 +529,15 @@ install_lease(lmca__clock *c, const clock_pos *at, uint64_t records, uint64_t sp
 }
 
 uint64_t
-lmca__clock_place(lmca_t *h, uint32_t records, uint64_t *pace_us)
+lmca__clock_place(lmca_t *h, uint32_t records, int64_t limit_us, uint64_t *pace_us,
+                  bool *refused)
 {
     lmca__clock *c = &h->clock;
     uint64_t step, spare, left_us = 0, mono, start, store;
     clock_pos at;
 
     *pace_us = 0;
+    *refused = false;
     if (h->cfg.default_ttl_seconds <= 0) /* never, keep, or the namespace's default */
         return 0;
     if ((step = lmca__clock_step(h)) == 0) { /* no eviction: real time is order enough */
@@ -548,9 +563,23 @@ lmca__clock_place(lmca_t *h, uint32_t records, uint64_t *pace_us)
     spare = lease_spare(c, step, mono, &left_us);
     pthread_mutex_unlock(&c->lock);
 
-    bool shared = h->cfg.shared_clock && reserve(h, records, spare, left_us, false, &at);
+    bool shared = h->cfg.shared_clock && reserve(h, records, spare, left_us, false, limit_us, &at);
 
     pthread_mutex_lock(&c->lock);
+    if (shared && at.refused) {
+        /* Due too far to be kept: no place, so none to give back. A place taken
+           only to be dropped stayed a gap on the void clock (the stores' clock
+           had it back): with 4 writers of 4 MiB on 512 MiB the void clock ran
+           minutes ahead of the stores', and past MOVE_LEAD_MAX_US every put was
+           due too far. The lease's rest, not added either, goes back again. */
+        c->returned_us += left_us;
+        c->reserving = false;
+        pthread_cond_broadcast(&c->reserved);
+        pthread_mutex_unlock(&c->lock);
+        *pace_us = at.store;
+        *refused = true;
+        return 0;
+    }
     if (!shared) { /* its own clock: the records' (or every record's) refused */
         LMCA__COUNT(h, clock_local);
         at = place_locally(h, records, h->cfg.shared_clock ? LOCAL_SHARE : 1, false);
@@ -599,7 +628,7 @@ lmca__clock_move(lmca_t *h, uint32_t records, bool hint, uint64_t *step_us)
         pthread_cond_wait(&c->reserved, &c->lock);
     c->reserving = true;
     pthread_mutex_unlock(&c->lock);
-    bool shared = h->cfg.shared_clock && reserve(h, records, 0, 0, true, &at);
+    bool shared = h->cfg.shared_clock && reserve(h, records, 0, 0, true, 0, &at);
 
     pthread_mutex_lock(&c->lock);
     c->reserving = false;

@@ -782,6 +782,7 @@ lmca__wire_touch(lmca__wire *w, const char *key, uint32_t ttl, const lmca__bin *
 #define CLOCK_NEXT_READ "n"
 #define CLOCK_STORE_READ "s"
 #define CLOCK_TTL_READ "t"
+#define CLOCK_REFUSED "r"
 
 /* An integer bin, or 0 when it is missing or of another type (a record no
    client of ours wrote): bin_int alone would fail the whole operate. */
@@ -800,29 +801,47 @@ lmca__wire_touch(lmca__wire *w, const char *key, uint32_t ttl, const lmca__bin *
     as_exp_or(as_exp_cmp_ge(as_exp_int((ask)->ttl_s), EXP_INT_OR_0(CLOCK_TTL_BIN)),        \
               as_exp_cmp_gt(EXP_NOW_MS, EXP_INT_OR_0(CLOCK_HOLD_BIN)))
 
-/* `bin`'s place for this reservation, plus `add`: the bin as it is, or the
-   node's now when the bin lags it by more than catch_up_us (writers slower than
-   the clock's rate) or leads it by more than sane_us (no clock of ours), and
-   never below `floor` (the furthest place this handle knows of: after a
+/* A clock's value as a reservation takes it: variable `v` (the bin) as it is,
+   or the node's now `b` when it lags b by more than catch_up_us (writers slower
+   than the clock's rate) or leads it by more than sane_us (no clock of ours),
+   and never below `floor` (the furthest place this handle knows of: after a
    failover, the order goes on from where the other clock left it). */
+#define EXP_TAKEN(v, ask, floor)                                                          \
+    as_exp_max(as_exp_cond(as_exp_or(as_exp_cmp_lt(as_exp_add(as_exp_var(v),              \
+                                                             as_exp_int((ask)->catch_up_us)), \
+                                                  as_exp_var("b")),                        \
+                                     as_exp_cmp_gt(as_exp_var(v),                          \
+                                                   as_exp_add(as_exp_var("b"),             \
+                                                              as_exp_int((ask)->sane_us)))), \
+                           as_exp_var("b"), as_exp_var(v)),                                \
+               as_exp_int(floor))
+/* The variables of a reservation's expressions: b, the node's now in µs; s,
+   the stores' clock; and full, whether s as taken leads b past limit_us. */
+#define EXP_CLOCK_LET(ask, ...)                                                           \
+    as_exp_let(as_exp_def("b", as_exp_mul(EXP_NOW_MS, as_exp_int(1000))),                  \
+               as_exp_def("s", EXP_INT_OR_0(CLOCK_STORE_BIN)),                              \
+               as_exp_def("full", as_exp_cmp_gt(EXP_TAKEN("s", ask, (ask)->store_floor_us), \
+                                                as_exp_add(as_exp_var("b"),                 \
+                                                           as_exp_int(clock_limit(ask))))), \
+               __VA_ARGS__)
+
+/* No limit, as a sum with the node's now that cannot overflow. */
+static int64_t
+clock_limit(const lmca__clock_ask *ask)
+{
+    return ask->limit_us > 0 ? ask->limit_us : INT64_MAX / 4;
+}
+
+/* `bin`'s place for this reservation (EXP_TAKEN), plus `add` unless the stores'
+   clock leads too far (then the clocks stay where they are). */
 static as_exp *
 clock_exp(const char *bin, const lmca__clock_ask *ask, int64_t floor, int64_t add)
 {
     as_exp_build(e,
-        as_exp_let(
-            as_exp_def("b", as_exp_mul(EXP_NOW_MS, as_exp_int(1000))),
+        EXP_CLOCK_LET(ask,
             as_exp_def("v", EXP_INT_OR_0(bin)),
-            as_exp_add(
-                as_exp_max(
-                    as_exp_cond(
-                        as_exp_or(
-                            as_exp_cmp_lt(as_exp_add(as_exp_var("v"), as_exp_int(ask->catch_up_us)),
-                                          as_exp_var("b")),
-                            as_exp_cmp_gt(as_exp_var("v"),
-                                          as_exp_add(as_exp_var("b"), as_exp_int(ask->sane_us)))),
-                        as_exp_var("b"), as_exp_var("v")),
-                    as_exp_int(floor)),
-                as_exp_int(add))));
+            as_exp_add(EXP_TAKEN("v", ask, floor),
+                       as_exp_cond(as_exp_var("full"), as_exp_int(0), as_exp_int(add)))));
     return e;
 }
 
@@ -838,12 +857,15 @@ int_bin(const as_record *rec, const char *name, int64_t *out)
 }
 
 /* The operate's expressions, built and freed together. */
-enum { X_OLD, X_TTL, X_HOLD, X_NEXT, X_STORE, X_NOW, X_READ_NEXT, X_READ_STORE, X_READ_TTL, X_N };
+enum { X_OLD, X_REFUSED, X_TTL, X_HOLD, X_NEXT, X_STORE, X_NOW, X_READ_NEXT, X_READ_STORE,
+       X_READ_TTL, X_N };
 
 static bool
 build_clock(as_exp *x[X_N], const lmca__clock_ask *ask)
 {
     as_exp_build(old, EXP_INT_OR_0(CLOCK_NEXT_BIN));
+    as_exp_build(refused, EXP_CLOCK_LET(ask, as_exp_cond(as_exp_var("full"), as_exp_int(1),
+                                                         as_exp_int(0))));
     as_exp_build(ttl, as_exp_cond(EXP_TTL_MINE(ask), as_exp_int(ask->ttl_s),
                                   EXP_INT_OR_0(CLOCK_TTL_BIN)));
     /* After the TTL's write: mine is the clock's now exactly when it won. */
@@ -854,7 +876,7 @@ build_clock(as_exp *x[X_N], const lmca__clock_ask *ask)
     as_exp_build(read_next, as_exp_bin_int(CLOCK_NEXT_BIN));
     as_exp_build(read_store, as_exp_bin_int(CLOCK_STORE_BIN));
     as_exp_build(read_ttl, as_exp_bin_int(CLOCK_TTL_BIN));
-    x[X_OLD] = old, x[X_TTL] = ttl, x[X_HOLD] = hold, x[X_NOW] = now;
+    x[X_OLD] = old, x[X_REFUSED] = refused, x[X_TTL] = ttl, x[X_HOLD] = hold, x[X_NOW] = now;
     x[X_NEXT] = clock_exp(CLOCK_NEXT_BIN, ask, ask->floor_us, ask->span_us);
     x[X_STORE] = clock_exp(CLOCK_STORE_BIN, ask, ask->store_floor_us, ask->store_us);
     x[X_READ_NEXT] = read_next, x[X_READ_STORE] = read_store, x[X_READ_TTL] = read_ttl;
@@ -886,6 +908,7 @@ lmca__wire_clock(lmca__wire *w, const char *key, const lmca__clock_ask *ask,
     } else {
         /* In this order: each op sees the bins as the ones before it left them. */
         as_operations_exp_read(&ops, CLOCK_OLD, x[X_OLD], AS_EXP_READ_DEFAULT);
+        as_operations_exp_read(&ops, CLOCK_REFUSED, x[X_REFUSED], AS_EXP_READ_DEFAULT);
         as_operations_exp_write(&ops, CLOCK_TTL_BIN, x[X_TTL], AS_EXP_WRITE_DEFAULT);
         as_operations_exp_write(&ops, CLOCK_HOLD_BIN, x[X_HOLD], AS_EXP_WRITE_DEFAULT);
         as_operations_exp_write(&ops, CLOCK_NEXT_BIN, x[X_NEXT], AS_EXP_WRITE_DEFAULT);
@@ -900,7 +923,8 @@ lmca__wire_clock(lmca__wire *w, const char *key, const lmca__clock_ask *ask,
         else if (!int_bin(rec, CLOCK_OLD, &out->old_us) ||
                  !int_bin(rec, CLOCK_NEXT_READ, &out->next_us) ||
                  !int_bin(rec, CLOCK_STORE_READ, &out->store_us) ||
-                 !int_bin(rec, CLOCK_TTL_READ, &out->ttl_s) || !int_bin(rec, CLOCK_NOW, &out->now_ms))
+                 !int_bin(rec, CLOCK_TTL_READ, &out->ttl_s) || !int_bin(rec, CLOCK_NOW, &out->now_ms) ||
+                 !int_bin(rec, CLOCK_REFUSED, &out->refused))
             status = lmca__fail(err, LMCA_EUNKNOWN, 0, "clock %s: the answer lacks a bin", key);
     }
     as_operations_destroy(&ops);

@@ -119,20 +119,26 @@ typedef struct lmca__clock_ask {
     int64_t store_floor_us; /* ... and on the stores' clock */
     int64_t catch_up_us;    /* a clock lagging the node's now by more moves up */
     int64_t sane_us;        /* ... and one leading it by more is no clock of ours */
+    int64_t limit_us;       /* stores: how far the stores' clock may lead the
+                               node's now for this reservation to be made; past
+                               it nothing is added and `refused` says so (puts
+                               that would only be dropped take no place); 0 = no
+                               limit (moves) */
     uint32_t timeout_ms;
 } lmca__clock_ask;
 
 /* ... and what the record's node answers: the clock before, both clocks after,
-   the clock's TTL and the node's time (ms since the Unix epoch). Untrusted:
+   the clock's TTL, the node's time (ms since the Unix epoch), and 1 when the
+   stores' clock led past limit_us (nothing reserved), else 0. Untrusted:
    clock.c checks them. */
 typedef struct lmca__clock_answer {
-    int64_t old_us, next_us, store_us, ttl_s, now_ms;
+    int64_t old_us, next_us, store_us, ttl_s, now_ms, refused;
 } lmca__clock_answer;
 
 /* One reservation: an operate on record `key` of LMCA__CLOCK_SET (never
    expiring; created by the first). The TTL is settled first, then each clock
    moves to max(itself caught up, its floor) + its add, on the node's time,
-   atomically.
+   atomically; neither adds when the stores' clock leads past limit_us.
    @return LMCA_OK (out set), LMCA_EUNKNOWN for an answer without the bins, or
    the error of the operate (LMCA_EBUSY for a busy key, LMCA_ETIMEOUT,
    LMCA_ECONNECTION, LMCA_EFULL at stop-writes...). */

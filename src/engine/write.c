@@ -277,7 +277,7 @@ lmca_put_commit_many(lmca_t *h, lmca_put_t *ps, size_t n, int *results, lmca_err
         return rc;
     }
     for (size_t i = 1; i < n; i++) /* the gate placed the first */
-        lmca__put_place(h, &ps[i]);
+        lmca__put_place(h, &ps[i], false);
     for (size_t i = 0; i < n;) {
         size_t end = commit_group_end(ps, i, n);
         int grc = commit_group(h, ps + i, end - i, results + i, rc == LMCA_OK ? err : NULL);

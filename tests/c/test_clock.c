@@ -8,7 +8,7 @@
  * it. Writers with different TTLs share one. Puts are paced by the stores'
  * clock only: chunks moved to the head, and the places of a chunk that its
  * racing steps reserved twice, do not hold the stores back; one due past
- * max_put_wait_ms is dropped. A handle's threads reserve one at a time, moves
+ * max_put_wait_ms is dropped, and takes no place. A handle's threads reserve one at a time, moves
  * too.
  *
  * Two handles in one process stand in for two processes: each has its own
@@ -353,6 +353,36 @@ TEST(a_burst_past_max_put_wait_is_dropped_before_it_takes_places)
     ASSERT(ttl <= 100 + 5);
 }
 
+TEST(puts_due_past_max_put_wait_take_no_place_on_any_writer)
+{
+    lmca_t *h[9];
+    uint8_t buf[64] = {2};
+    lmca_stats_t st;
+    lmca_err_t err = {0};
+    uint32_t ttl;
+
+    for (int i = 0; i < 9; i++)
+        h[i] = open_paced();
+    /* h[0] runs the stores' clock a second past the lead and the wait. */
+    for (int i = 0; i < 6; i++)
+        lmca_put(h[0], th_key("ahead"), buf, sizeof buf, NULL, &err);
+    /* Then eight writers with nothing placed yet offer one each: every one is
+       due too far and dropped, and none may leave its place on the void clock
+       (eight gaps of a second there, and the clock ran away from the stores'). */
+    for (int i = 1; i < 9; i++) {
+        ASSERT_RC(lmca_put(h[i], th_key("late"), buf, sizeof buf, NULL, &err), LMCA_EBUSY, &err);
+        ASSERT(strstr(err.msg, "max_put_wait_ms=300") != NULL);
+        lmca_stats(h[i], &st);
+        ASSERT_EQ(st.dropped_paced, 1);
+    }
+    /* Once the stores are due, a put goes where h[0]'s left off: about 4 s on. */
+    usleep(1500 * 1000);
+    ttl = put_ttl(h[0], "after");
+    for (int i = 0; i < 9; i++)
+        lmca_close(h[i]);
+    ASSERT(ttl <= 100 + 5);
+}
+
 /* Puts 25 one-record chunks on `h` (th_key is not for threads: keys of its own). */
 static void *
 put_many(void *arg)
@@ -575,6 +605,7 @@ TEST_LIST = {
     T(writers_with_different_ttls_share_one_clock),
     T(a_put_due_past_max_put_wait_is_dropped_not_held),
     T(a_burst_past_max_put_wait_is_dropped_before_it_takes_places),
+    T(puts_due_past_max_put_wait_take_no_place_on_any_writer),
     T(a_handles_threads_reserve_one_at_a_time),
     T(a_handles_moves_and_stores_reserve_one_at_a_time),
     T(moves_lead_the_clock_and_do_not_pace_the_stores),
