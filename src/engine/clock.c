@@ -49,7 +49,10 @@
  * clock, store_us, that only stores move (a lease's rest is taken off it), and
  * puts are paced by that. The void clock may then lead it by what moves took,
  * up to MOVE_LEAD_MAX_US; past that a store is paced by its void place less
- * MOVE_LEAD_MAX_US, and stores and moves share NSUP's pace between them.
+ * MOVE_LEAD_MAX_US, and stores and moves share NSUP's pace between them. A put
+ * that would wait past max_put_wait_ms is dropped, and takes no place: the
+ * record's node adds nothing to either clock while the stores' clock leads its
+ * now by more (ask.limit_us), so that drops leave no gaps on the void clock.
  *
  * When the clock cannot be reached. Its node lost or paused, a migration, a
  * key busy: the reservation goes to another of CLOCKS records, one whose nodes
@@ -417,10 +420,11 @@ reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool mov
         }
         pthread_mutex_unlock(&c->lock);
         /* A node lost or paused blames its nodes; a busy key or a bad answer is
-           the record's own: any other will do. Busy is counted: one clock for
-           every writer must never queue past the server's limit (a sign that
-           leases are too short for the writers). */
-        if (rc == LMCA_EBUSY)
+           the record's own: any other will do. A busy key is counted: one clock
+           for every writer must never queue past the server's limit (a sign
+           that leases are too short for the writers); an overloaded device,
+           also LMCA_EBUSY, is the node's load, not the clock's. */
+        if (rc == LMCA_EBUSY && err.as_code == LMCA__AS_KEY_BUSY)
             LMCA__COUNT(h, clock_busy);
         if (rc == LMCA_ETIMEOUT || rc == LMCA_ECONNECTION) {
             blame(&blamed, (const char(*)[LMCA__NODE_NAME])nodes, n, !blamed.blamed);

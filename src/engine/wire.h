@@ -105,6 +105,11 @@ int lmca__wire_remove_many(lmca__wire *w, const char *const *keys, size_t n, siz
 int lmca__wire_touch(lmca__wire *w, const char *key, uint32_t ttl, const lmca__bin *bins,
                      unsigned n, lmca_err_t *err);
 
+/* lmca_err_t.as_code of a key busy (AEROSPIKE_ERR_RECORD_BUSY): more writes
+   queued on one record than its transaction-pending-limit. LMCA_EBUSY also
+   stands for a device overloaded, which is the node's, not the key's. */
+#define LMCA__AS_KEY_BUSY 14
+
 /* A reservation on a clock record of the shared void-time clock (clock.c), in
    µs of the servers' time (the order is of write times; a record's void time
    is its place plus the clock's TTL): what this handle asks ... */

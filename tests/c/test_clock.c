@@ -207,6 +207,24 @@ TEST(a_clock_that_cannot_be_reached_hands_over_and_the_order_goes_on)
     lmca_close(h[1]);
 }
 
+TEST(an_overloaded_device_is_not_a_busy_key)
+{
+    lmca_t *h = open_clocked(4, true);
+    lmca_stats_t st;
+
+    th_need_fixture("fault injection on the clock record");
+    fresh_clock();
+    refuse_clock("void-clock", 18); /* device overload: the node's, not the key's */
+    usleep(150 * 1000);             /* past the lease */
+    put_ttl(h, "overloaded");
+    th_info("fixture-clear-faults");
+    lmca_stats(h, &st);
+    ASSERT(st.clock_fallbacks > 0);
+    ASSERT_EQ(st.clock_busy, 0);
+    ASSERT_EQ(st.clock_local, 0);
+    lmca_close(h);
+}
+
 TEST(with_no_clock_record_a_handle_places_alone_at_an_eighth)
 {
     lmca_t *h;
@@ -601,6 +619,7 @@ TEST_LIST = {
     T(handles_on_their_own_clocks_share_seconds),
     T(a_clock_record_that_is_not_ours_is_replaced),
     T(a_clock_that_cannot_be_reached_hands_over_and_the_order_goes_on),
+    T(an_overloaded_device_is_not_a_busy_key),
     T(with_no_clock_record_a_handle_places_alone_at_an_eighth),
     T(writers_with_different_ttls_share_one_clock),
     T(a_put_due_past_max_put_wait_is_dropped_not_held),
