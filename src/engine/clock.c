@@ -623,10 +623,10 @@ lmca__clock_move(lmca_t *h, uint32_t records, bool hint, uint64_t *step_us)
         return lmca__server_now_us(h) + (uint64_t)h->cfg.default_ttl_seconds * 1000000u;
     /* Its own reservation, all of it free: no lease, whose rest would be a
        store's. Moves come in batches (hits.c), so the round trips are few. And
-       one reservation of a handle at a time, stores' or moves': a pool's workers
-       each moving a batch at once queued past the server's
-       transaction-pending-limit on the one record (key busy 43 and 58 times in
-       45 s, 4 writers of 8 workers), which then fell back. */
+       one reservation of a handle at a time, stores' or moves': a pool's 8
+       workers each moving a batch at once would queue 8 writes a handle on the
+       one record, and 3 writers past the server's transaction-pending-limit
+       (20), which answers key busy. */
     pthread_mutex_lock(&c->lock);
     while (c->reserving)
         pthread_cond_wait(&c->reserved, &c->lock);
