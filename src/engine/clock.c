@@ -532,6 +532,14 @@ install_lease(lmca__clock *c, const clock_pos *at, uint64_t records, uint64_t sp
     c->placed += records;
 }
 
+/* Ends this thread's reservation: the next may start. Under the lock. */
+static void
+reserved(lmca__clock *c)
+{
+    c->reserving = false;
+    pthread_cond_broadcast(&c->reserved);
+}
+
 uint64_t
 lmca__clock_place(lmca_t *h, uint32_t records, int64_t limit_us, uint64_t *pace_us,
                   bool *refused)
@@ -577,8 +585,7 @@ lmca__clock_place(lmca_t *h, uint32_t records, int64_t limit_us, uint64_t *pace_
            minutes ahead of the stores', and past MOVE_LEAD_MAX_US every put was
            due too far. The lease's rest, not added either, goes back again. */
         c->returned_us += left_us;
-        c->reserving = false;
-        pthread_cond_broadcast(&c->reserved);
+        reserved(c);
         pthread_mutex_unlock(&c->lock);
         *pace_us = at.store;
         *refused = true;
@@ -590,8 +597,7 @@ lmca__clock_place(lmca_t *h, uint32_t records, int64_t limit_us, uint64_t *pace_
         spare = 0;
     }
     install_lease(c, &at, records, records + spare, mono);
-    c->reserving = false;
-    pthread_cond_broadcast(&c->reserved);
+    reserved(c);
     *pace_us = at.store;
     start = void_of(h, at.start, pace_us);
     pthread_mutex_unlock(&c->lock);
@@ -635,8 +641,7 @@ lmca__clock_move(lmca_t *h, uint32_t records, bool hint, uint64_t *step_us)
     bool shared = h->cfg.shared_clock && reserve(h, records, 0, 0, true, 0, &at);
 
     pthread_mutex_lock(&c->lock);
-    c->reserving = false;
-    pthread_cond_broadcast(&c->reserved);
+    reserved(c);
     /* A hit's move is a hint: placed on the handle's own clock, at an eighth of
        the rate, a batch of them ran that clock minutes ahead, and the next
        reservation's floor carried it into the shared order, where every store
