@@ -560,6 +560,9 @@ typedef struct lmca_stats {
                                    first could not be reached */
     uint64_t clock_busy;        /* clock round trips a record answered key busy (its
                                    transaction-pending-limit): the next one served */
+    uint64_t clock_overloaded;  /* clock round trips refused by an overloaded device
+                                   (its write queue full), tried again on the
+                                   same record */
     uint64_t hits_touched;      /* chunks a hit moved to the head */
     uint64_t hits_fresh;        /* hits 3/4 of a lead past the head, not touched */
     uint64_t hits_unbudgeted;   /* hits not moved: the touch budget was spent */

@@ -176,6 +176,7 @@ lmca_stats(lmca_t *h, lmca_stats_t *out)
     LOAD(clock_local);
     LOAD(clock_fallbacks);
     LOAD(clock_busy);
+    LOAD(clock_overloaded);
     LOAD(hits_touched);
     LOAD(hits_fresh);
     LOAD(hits_unbudgeted);

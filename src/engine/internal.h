@@ -76,7 +76,7 @@ typedef struct lmca__counters {
     atomic_uint_fast64_t dropped_unreachable, dropped_paced;
     atomic_uint_fast64_t puts_paced;
     atomic_uint_fast64_t clock_reservations, clock_resets, clock_local, clock_fallbacks;
-    atomic_uint_fast64_t clock_busy;
+    atomic_uint_fast64_t clock_busy, clock_overloaded;
     atomic_uint_fast64_t hits_touched, hits_fresh, hits_unbudgeted, touch_bytes, touches_failed;
     atomic_uint_fast64_t mends, mended_records;
 } lmca__counters;

@@ -109,6 +109,9 @@ int lmca__wire_touch(lmca__wire *w, const char *key, uint32_t ttl, const lmca__b
    queued on one record than its transaction-pending-limit. LMCA_EBUSY also
    stands for a device overloaded, which is the node's, not the key's. */
 #define LMCA__AS_KEY_BUSY 14
+/* ... and of a device overloaded (AEROSPIKE_ERR_DEVICE_OVERLOAD): its write
+   queue past max-write-cache, which refuses every write of the node. */
+#define LMCA__AS_DEVICE_OVERLOAD 18
 
 /* A reservation on a clock record of the shared void-time clock (clock.c), in
    µs of the servers' time (the order is of write times; a record's void time

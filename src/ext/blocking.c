@@ -281,7 +281,8 @@ ext_stats(Connector *self, PyObject *Py_UNUSED(ignored))
         C(e, guesses_confirmed), C(e, guesses_missed), C(e, puts_retried), C(e, write_retries),
         C(e, dropped_full), C(e, dropped_busy), C(e, dropped_unsent), C(e, dropped_unreachable),
         C(e, dropped_paced), C(e, puts_paced), C(e, clock_reservations), C(e, clock_resets),
-        C(e, clock_local), C(e, clock_fallbacks), C(e, clock_busy), C(e, hits_touched), C(e, hits_fresh),
+        C(e, clock_local), C(e, clock_fallbacks), C(e, clock_busy),
+        C(e, clock_overloaded), C(e, hits_touched), C(e, hits_fresh),
         C(e, hits_unbudgeted), C(e, touch_bytes), C(e, touches_failed), C(e, mends),
         C(e, mended_records),
 #undef C

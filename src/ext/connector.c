@@ -768,7 +768,7 @@ static PyMethodDef connector_methods[] = {
      "records on the fast path and on the client's calls, backpressure: puts_retried, "
      "write_retries, dropped_full, dropped_busy, dropped_unsent, dropped_unreachable, "
      "dropped_paced, puts_paced; the shared clock: clock_reservations, clock_resets, "
-     "clock_local, clock_fallbacks, clock_busy; hits moved to the head: hits_touched, hits_fresh, "
+     "clock_local, clock_fallbacks, clock_busy, clock_overloaded; hits moved to the head: hits_touched, hits_fresh, "
      "hits_unbudgeted, touch_bytes, touches_failed; a stalled NSUP mended: mends, mended_records; and full: stores "
      "are being dropped unsent)."},
     {NULL, NULL, 0, NULL},

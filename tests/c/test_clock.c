@@ -219,8 +219,35 @@ TEST(an_overloaded_device_is_not_a_busy_key)
     put_ttl(h, "overloaded");
     th_info("fixture-clear-faults");
     lmca_stats(h, &st);
+    /* Waited out on the record for the reservation's timeout, then another. */
+    ASSERT(st.clock_overloaded > 0);
     ASSERT(st.clock_fallbacks > 0);
     ASSERT_EQ(st.clock_busy, 0);
+    ASSERT_EQ(st.clock_local, 0);
+    lmca_close(h);
+}
+
+/* A device whose write queue is full refuses every write of its node until a
+   block leaves the queue: the clock's record is tried again there, not given up
+   for another (on one node every other record is refused too, and the writer
+   placed alone). */
+TEST(a_moment_of_device_overload_is_waited_out_on_the_same_record)
+{
+    lmca_t *h = open_clocked(4, true);
+    lmca_stats_t st;
+    char rule[160];
+
+    th_need_fixture("fault injection on the clock record");
+    fresh_clock();
+    snprintf(rule, sizeof rule, "kind=result;code=18;count=5;digest=%s",
+             th_digest_hex("lmca_clock", "void-clock"));
+    th_fault(rule);
+    usleep(150 * 1000); /* past the lease */
+    put_ttl(h, "overloaded");
+    th_info("fixture-clear-faults");
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.clock_overloaded, 5);
+    ASSERT_EQ(st.clock_fallbacks, 0);
     ASSERT_EQ(st.clock_local, 0);
     lmca_close(h);
 }
@@ -620,6 +647,7 @@ TEST_LIST = {
     T(a_clock_record_that_is_not_ours_is_replaced),
     T(a_clock_that_cannot_be_reached_hands_over_and_the_order_goes_on),
     T(an_overloaded_device_is_not_a_busy_key),
+    T(a_moment_of_device_overload_is_waited_out_on_the_same_record),
     T(with_no_clock_record_a_handle_places_alone_at_an_eighth),
     T(writers_with_different_ttls_share_one_clock),
     T(a_put_due_past_max_put_wait_is_dropped_not_held),
