@@ -129,11 +129,12 @@ typedef struct lmca_config {
                                        is let through to look again; default 1000 */
     uint32_t touch_budget_percent;  /* hits moved to the head
                                        (touch_on_hit) rewrite at most this percent
-                                       of what stores write at NSUP's pace
-                                       (lmca_eviction_t.bytes_per_second) a second,
-                                       per handle; the hits past it stay where they
-                                       are (hits_unbudgeted); 0 = no budget;
-                                       default 100 */
+                                       of the bytes stores landed, counted over
+                                       every writer of the namespace through the
+                                       shared clock's record (banked up to a
+                                       sixteenth of its capacity); the hits past it
+                                       stay where they are (hits_unbudgeted); 0 = no
+                                       budget; default 100 */
     uint32_t max_put_wait_ms;       /* the longest a put waits for its place on the
                                        shared clock (NSUP's pace: lmca_put_pace);
                                        one due later is dropped (dropped_paced);
@@ -315,8 +316,7 @@ typedef struct lmca_eviction {
     uint32_t per_second; /* records one second of void time gets; 0 = no limit
                             (eviction off) */
     uint64_t bytes_per_second; /* what stores write at per_second: the records'
-                                  mean size times per_second (the touch budget's
-                                  base) */
+                                  mean size times per_second */
     bool device;         /* a node stores the namespace on a device (SSD or file) */
     uint64_t lead_seconds; /* how far the stores' clock may run ahead of now +
                               TTL; a put due further ahead waits (lmca_put_pace).

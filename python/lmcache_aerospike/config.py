@@ -115,9 +115,9 @@ class Settings:
         1000, "after a store waited its whole backpressure_ms on stop-writes, stores are "
               "dropped without a round trip for this long, then one looks again")
     touch_budget_percent: int = _engine(
-        100, "on a device namespace, hits moved to the head rewrite at most this percent "
-             "of what stores write at NSUP's pace, a second, per engine; hits past it stay "
-             "where they are; 0 = no budget")
+        100, "hits moved to the head rewrite at most this percent of what stores landed, "
+             "counted over every writer of the namespace (banked up to a sixteenth of its "
+             "capacity); hits past it stay where they are; 0 = no budget")
     max_put_wait_ms: int = _engine(
         2000, "the longest a store waits for its place on the clock every writer shares "
               "(NSUP's pace); one due later is dropped (counted, never raised into "

@@ -35,6 +35,12 @@
 
 /* At most one warning about dropped stores per cause and interval. */
 #define WARN_MS 60000
+/* A write that is not a store's (the clock's, a touch), refused by an
+   overloaded device, goes again after BUSY_PAUSE_MS, doubling to
+   BUSY_PAUSE_MAX_MS, jittered: the device's write queue frees a place each time
+   a write block leaves it (tens of ms). */
+#define BUSY_PAUSE_MS 1
+#define BUSY_PAUSE_MAX_MS 16
 /* Backoff: from 2 ms, doubling, to at most 200 ms, jittered. */
 #define BACKOFF_FIRST_MS 2
 #define BACKOFF_MAX_MS 200
@@ -293,6 +299,7 @@ lmca__cache_landed(lmca_t *h, lmca_put_t *p)
        refused ones read one full stripe as a full namespace, and the gate then
        dropped every store unsent: 137 of 575 on 1 GiB, 4 writers of 4 MiB. */
     atomic_store_explicit(&h->cache.landed_ms, lmca__mono_ms(), memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->cache.landed_bytes, p->len, memory_order_relaxed);
     if (__atomic_load_n(&p->refusals, __ATOMIC_RELAXED) > 0)
         LMCA__COUNT(h, puts_retried);
     if (atomic_load_explicit(&h->cache.full_known, memory_order_relaxed))
@@ -310,6 +317,20 @@ others_land(lmca_t *h, const lmca_put_t *p, uint64_t now)
     uint64_t landed = atomic_load_explicit(&h->cache.landed_ms, memory_order_relaxed);
     uint64_t first = __atomic_load_n(&p->deadline_ms, __ATOMIC_RELAXED) - h->cfg.backpressure_ms;
     return landed + h->cfg.backpressure_ms > now && now < first + 3 * h->cfg.backpressure_ms;
+}
+
+void
+lmca__busy_pause(lmca_t *h, unsigned n)
+{
+    uint64_t us = (uint64_t)BUSY_PAUSE_MS * 1000u << (n < 4 ? n : 4);
+    struct timespec ts;
+
+    if (us > BUSY_PAUSE_MAX_MS * 1000u)
+        us = BUSY_PAUSE_MAX_MS * 1000u;
+    us = us / 2 + lmca__new_wid(h) % (us / 2 + 1); /* writers do not return in step */
+    ts = (struct timespec){(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
 }
 
 /* A jittered wait for the n-th refusal (0-based): half fixed, half random. */

@@ -113,17 +113,17 @@ clock_key(unsigned i, char buf[24])
    twice as late each time it fails again, up to HOME_RETRY_MAX_MS; and after no
    clock record answered, a handle places on its own for LOCAL_HOLD_MS before it
    tries again (a paused node makes each try wait out CLOCK_TIMEOUT_MS). */
-/* An overloaded device refuses every write of its node until a write block
-   leaves its queue (tens of ms): the clock's record is tried again after
-   OVERLOAD_PAUSE_MS, doubling to OVERLOAD_PAUSE_MAX_MS, jittered, for as long as
-   the reservation's timeout. */
-#define OVERLOAD_PAUSE_MS 1
-#define OVERLOAD_PAUSE_MAX_MS 16
 #define HOME_RETRY_MS 1000
 #define HOME_RETRY_MAX_MS 8000
 #define LOCAL_HOLD_MS 500
 #define FALLBACK_SHARE 2
 #define LOCAL_SHARE 8
+/* The touch budget's credit holds at most the moves of 1 / CREDIT_SHARE of the
+   namespace's capacity (times touch_budget_percent): a burst of hits after a
+   spell of stores alone moves no more than the chunks a sixteenth of the
+   stores would have aged (hits.c: a move goes a quarter of the records ahead
+   and is fresh for the first quarter of that). */
+#define CREDIT_SHARE 16
 /* How fast two clocks may drift apart, in µs a second (100 ppm). */
 #define DRIFT_US_PER_S 100
 #define TTL_MAX_S 315360000
@@ -204,7 +204,8 @@ lmca__clock_step(lmca_t *h)
    apart its places are (µs of server time). */
 typedef struct {
     uint64_t start, store, step;
-    bool refused; /* the stores' clock led too far: no places, store says where */
+    bool refused;    /* the stores' clock led too far: no places, store says where */
+    bool unbudgeted; /* a move found no credit: no places */
 } clock_pos;
 
 /* Checks a node's answer as any record read (untrusted) and learns from it.
@@ -220,15 +221,21 @@ take_answer(lmca_t *h, const lmca__clock_ask *ask, const lmca__clock_answer *a, 
     int64_t now, start, store, top;
 
     if (a->ttl_s < 1 || a->ttl_s > TTL_MAX_S || a->now_ms <= 0 ||
-        a->now_ms > INT64_MAX / 4000 || (a->refused != 0 && a->refused != 1))
+        a->now_ms > INT64_MAX / 4000 || (a->refused != 0 && a->refused != 1) ||
+        (a->unbudgeted != 0 && (a->unbudgeted != 1 || ask->move_bytes <= 0)))
         return false;
     now = a->now_ms * 1000;
+    if (a->unbudgeted && !a->refused) { /* nothing added: the moves' credit is spent */
+        learn_time(c, t0, t1, a->now_ms);
+        *at = (clock_pos){.unbudgeted = true};
+        return true;
+    }
     if (a->refused) { /* nothing added: *at says where the stores' clock is */
         if (ask->limit_us <= 0 || a->store_us <= now + ask->limit_us ||
             a->store_us > now + SANE_AHEAD_US + MOVE_LEAD_MAX_US)
             return false;
         learn_time(c, t0, t1, a->now_ms);
-        *at = (clock_pos){0, (uint64_t)a->store_us, 0, true};
+        *at = (clock_pos){.store = (uint64_t)a->store_us, .refused = true};
         return true;
     }
     if (a->next_us < ask->span_us)
@@ -251,7 +258,7 @@ take_answer(lmca_t *h, const lmca__clock_ask *ask, const lmca__clock_answer *a, 
     c->ttl_s = (uint64_t)a->ttl_s;
     if (a->old_us + CATCH_UP_US < now || a->old_us > now + SANE_AHEAD_US)
         LMCA__COUNT(h, clock_resets); /* behind (idle writers) or not ours: moved to now */
-    *at = (clock_pos){(uint64_t)start, (uint64_t)(store > 0 ? store : 0), 0, false};
+    *at = (clock_pos){.start = (uint64_t)start, .store = (uint64_t)(store > 0 ? store : 0)};
     return true;
 }
 
@@ -331,33 +338,42 @@ pick(lmca_t *h, suspects *s, const bool *tried)
     return -1;
 }
 
-/* The n-th pause (0-based) before a clock record an overloaded device refused
-   is tried again: half fixed, half random, so that writers do not return in
-   step. */
-static void
-overload_pause(lmca_t *h, unsigned n)
+/* The touch budget every writer shares, in the clock's record: each
+   reservation adds what this handle's stores landed since it last said, times
+   touch_budget_percent (ask->credit_add, up to ask->credit_cap), and a move of
+   `move_bytes` takes them, made while the credit is above 0. Returns the landed
+   bytes the answer will have counted. Under the lock. */
+static uint64_t
+ask_credit(lmca_t *h, uint64_t move_bytes, lmca__clock_ask *ask)
 {
-    uint64_t us = (uint64_t)OVERLOAD_PAUSE_MS * 1000u << (n < 4 ? n : 4);
-    struct timespec ts;
+    uint64_t landed = atomic_load_explicit(&h->cache.landed_bytes, memory_order_relaxed);
+    uint64_t pct = h->cfg.touch_budget_percent, cap = lmca__cache_held_bytes(h) / CREDIT_SHARE;
 
-    if (us > OVERLOAD_PAUSE_MAX_MS * 1000u)
-        us = OVERLOAD_PAUSE_MAX_MS * 1000u;
-    us = us / 2 + lmca__new_wid(h) % (us / 2 + 1);
-    ts = (struct timespec){(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L};
-    while (nanosleep(&ts, &ts) != 0)
-        ;
+    ask->credit_add = ask->move_bytes = 0;
+    ask->credit_cap = INT64_MAX / 4;
+    if (pct == 0) /* no budget */
+        return landed;
+    /* Bytes times a percentage: below 2^63 for any put between two reservations
+       (pct is at most 100000). */
+    ask->credit_add = (int64_t)((landed - h->clock.credit_told) * pct / 100);
+    cap = cap > UINT64_MAX / 100001 ? cap / 100 * pct : cap * pct / 100;
+    if (cap > 0 && cap < (uint64_t)ask->credit_cap)
+        ask->credit_cap = (int64_t)cap;
+    ask->move_bytes = (int64_t)(move_bytes < INT64_MAX / 4 ? move_bytes : INT64_MAX / 4);
+    return landed;
 }
 
 /* Reserves `records` places (plus `spare`, on the first clock only) for a move
-   (`moving`: the stores' clock stays) or for stores (`returned` µs of earlier
-   places given back to the stores' clock; `limit_us` how far the stores' clock
-   may lead the node's now, else at->refused and no places, 0 = no limit): on
-   the first clock record that answers, from HOME onwards. False when none did.
-   Takes the lock for the floors and the answer; not held during the round
-   trips. */
+   (`moving`: the stores' clock stays; `move_bytes` taken from the touch
+   budget's credit, else at->unbudgeted and no places; 0 = none asked) or for
+   stores (`returned` µs of earlier places given back to the stores' clock;
+   `limit_us` how far the stores' clock may lead the node's now, else
+   at->refused and no places, 0 = no limit): on the first clock record that
+   answers, from HOME onwards. False when none did. Takes the lock for the
+   floors and the answer; not held during the round trips. */
 static bool
 reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool moving,
-        int64_t limit_us, clock_pos *at)
+        uint64_t move_bytes, int64_t limit_us, clock_pos *at)
 {
     lmca__clock *c = &h->clock;
     uint64_t step = lmca__clock_step(h), now_ms = lmca__mono_ms();
@@ -411,6 +427,7 @@ reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool mov
         ask.span_us = (int64_t)((records + spare) * step * share);
         ask.store_us = moving ? 0 : ask.span_us - (int64_t)returned;
         pthread_mutex_lock(&c->lock);
+        uint64_t landed = ask_credit(h, move_bytes, &ask);
         ask.floor_us = (int64_t)c->last_us;
         ask.store_floor_us = (int64_t)c->store_last_us;
         /* A fallback's places after the head the others may have reached
@@ -429,6 +446,7 @@ reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool mov
             c->rtt_us = (7 * c->rtt_us + (t1 - t0)) / 8;
         if (rc == LMCA_OK && take_answer(h, &ask, &a, t0, t1, at)) {
             at->step = step * share;
+            c->credit_told = landed;
             if (i == 0) {
                 c->home_wait_ms = 0;
             } else if (first == 0) { /* the first failed: back to it later, later each time */
@@ -453,7 +471,7 @@ reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool mov
         if (rc == LMCA_EBUSY && err.as_code == LMCA__AS_DEVICE_OVERLOAD &&
             t1 < overloaded_until) {
             LMCA__COUNT(h, clock_overloaded);
-            overload_pause(h, overloads++);
+            lmca__busy_pause(h, overloads++);
             tries--;
             continue;
         }
@@ -512,8 +530,8 @@ place_locally(lmca_t *h, uint64_t records, uint64_t share, bool moving)
 
     if (share > 1) /* alone for want of the shared clock, not by choice: the order */
         base += atomic_load_explicit(&h->cache.lead_seconds, memory_order_relaxed) * 1000000u;
-    clock_pos at = {c->last_us > base ? c->last_us : base,
-                    c->store_last_us > now ? c->store_last_us : now, step, false};
+    clock_pos at = {.start = c->last_us > base ? c->last_us : base,
+                    .store = c->store_last_us > now ? c->store_last_us : now, .step = step};
 
     c->last_us = at.start + records * step;
     if (!moving)
@@ -613,7 +631,8 @@ lmca__clock_place(lmca_t *h, uint32_t records, int64_t limit_us, uint64_t *pace_
     spare = lease_spare(c, step, mono, &left_us);
     pthread_mutex_unlock(&c->lock);
 
-    bool shared = h->cfg.shared_clock && reserve(h, records, spare, left_us, false, limit_us, &at);
+    bool shared = h->cfg.shared_clock &&
+                  reserve(h, records, spare, left_us, false, 0, limit_us, &at);
 
     pthread_mutex_lock(&c->lock);
     if (shared && at.refused) {
@@ -653,13 +672,15 @@ lmca__clock_return(lmca_t *h, uint32_t records)
 }
 
 uint64_t
-lmca__clock_move(lmca_t *h, uint32_t records, bool hint, uint64_t *step_us)
+lmca__clock_move(lmca_t *h, uint32_t records, uint64_t bytes, bool hint, uint64_t *step_us,
+                 bool *unbudgeted)
 {
     lmca__clock *c = &h->clock;
     clock_pos at;
 
     uint64_t start;
 
+    *unbudgeted = false;
     *step_us = lmca__clock_step(h);
     if (h->cfg.default_ttl_seconds <= 0)
         return 0;
@@ -676,10 +697,15 @@ lmca__clock_move(lmca_t *h, uint32_t records, bool hint, uint64_t *step_us)
         pthread_cond_wait(&c->reserved, &c->lock);
     c->reserving = true;
     pthread_mutex_unlock(&c->lock);
-    bool shared = h->cfg.shared_clock && reserve(h, records, 0, 0, true, 0, &at);
+    bool shared = h->cfg.shared_clock && reserve(h, records, 0, 0, true, bytes, 0, &at);
 
     pthread_mutex_lock(&c->lock);
     reserved(c);
+    if (shared && at.unbudgeted) { /* the budget is spent: no move, no place */
+        pthread_mutex_unlock(&c->lock);
+        *unbudgeted = true;
+        return 0;
+    }
     /* A hit's move is a hint: placed on the handle's own clock, at an eighth of
        the rate, a batch of them ran that clock minutes ahead, and the next
        reservation's floor carried it into the shared order, where every store

@@ -44,8 +44,8 @@ lmca_config_init(lmca_config_t *cfg)
     /* The lead of the clock is 1 to 3 s (cache.c): a put due later than that
        waits for room that NSUP has not made yet. */
     cfg->max_put_wait_ms = 2000;
-    /* A hit's move rewrites its chunk on the master and the replica: on a device,
-       as many bytes as a store, where the stores alone keep it at NSUP's pace. */
+    /* A hit's move rewrites its chunk on every copy, as many bytes as a store:
+       at 100, moves take at most half of what the devices write. */
     cfg->touch_budget_percent = 100;
 }
 

@@ -332,7 +332,9 @@ lmca_touch(lmca_t *h, const char *key, bool pin, lmca_err_t *err)
        first, so that a touch cut short leaves no meta record due after them. */
     if (!pin) {
         uint64_t step;
-        void_at = lmca__clock_move(h, meta.nseg > 1 ? meta.nseg + 1 : 1, false, &step) / 1000000u;
+        bool unbudgeted; /* an explicit touch asks no budget */
+        void_at = lmca__clock_move(h, meta.nseg > 1 ? meta.nseg + 1 : 1, 0, false, &step,
+                                   &unbudgeted) / 1000000u;
     } else {
         void_at = 0;
     }

@@ -110,6 +110,7 @@ typedef struct lmca__clock {
     uint64_t home_wait_ms;    /* ... this long after the first failed (doubling) */
     uint64_t local_until_ms;  /* no record answered: the handle's own clock till then */
     uint64_t rtt_us;          /* the clock's round trip, a moving mean */
+    uint64_t credit_told;     /* the landed bytes the touch budget was told of */
 } lmca__clock;
 
 /* Chunks a get found, waiting to be touched at the head of the clock (hits.c).
@@ -128,8 +129,6 @@ typedef struct lmca__hits {
     lmca__hit **queue; /* LMCA__HITS_MAX entries, allocated with the first hit */
     size_t n;
     uint64_t first_ms; /* when the oldest was queued (monotonic) */
-    double budget;     /* bytes the moves may still rewrite (the touch budget) ... */
-    uint64_t budget_ms; /* ... as of then (monotonic) */
 } lmca__hits;
 
 #define LMCA__HITS_MAX 1024
@@ -165,6 +164,7 @@ typedef struct lmca__cache {
     atomic_uint upkeep_pools;           /* pools whose workers look and mend
                                            (lmca__upkeep); none: the puts do */
     atomic_uint_fast64_t put_records, put_bytes; /* what this handle's puts wrote */
+    atomic_uint_fast64_t landed_bytes;  /* ... and of them, the puts that landed */
     atomic_uint_fast64_t full_until_ms; /* puts are dropped unsent until then */
     atomic_uint_fast64_t landed_ms;     /* when a put last landed */
     atomic_uint_fast64_t pace_head_us;  /* the furthest place on the stores' clock a put
@@ -222,6 +222,13 @@ void lmca__cache_watch(lmca_t *h);
 bool lmca__cache_stopped(lmca_t *h);
 /* Counts a begun put's records and bytes (the mean record the plan may need). */
 void lmca__cache_planned(lmca_t *h, uint32_t records, uint64_t bytes);
+/* Sleeps before the n-th (0-based) try again of a write that is not a store's
+   (the clock's, a touch) that an overloaded device refused: 1 ms doubling to
+   16 ms, half of it random. */
+void lmca__busy_pause(lmca_t *h, unsigned n);
+/* The bytes the namespace holds at capacity, as this handle reckons them (the
+   plan's records times its puts' mean record); 0 before its first put. */
+uint64_t lmca__cache_held_bytes(lmca_t *h);
 
 /* clock.c: the shared void-time clock, on the servers' time. A place for
    `records` records of a store, as µs of void time (the servers' time: its
@@ -242,8 +249,11 @@ void lmca__clock_return(lmca_t *h, uint32_t records);
 /* The same for records moved to the head (hits, lmca_touch): it adds no data,
    so it leaves the stores' clock, which puts are paced by, where it is. The
    records' places are *step_us apart from the one returned. A `hint` (a hit's
-   move) gets 0 when no clock record answered, and no place. */
-uint64_t lmca__clock_move(lmca_t *h, uint32_t records, bool hint, uint64_t *step_us);
+   move) gets 0 when no clock record answered, and no place. `bytes` are taken
+   from the touch budget every writer shares (0: none asked, as lmca_touch's):
+   when it is spent, 0, no place, and *unbudgeted. */
+uint64_t lmca__clock_move(lmca_t *h, uint32_t records, uint64_t bytes, bool hint,
+                          uint64_t *step_us, bool *unbudgeted);
 /* The clock's step, 1 s / per_second in µs (at least 1); 0 when the namespace
    does not evict. */
 uint64_t lmca__clock_step(lmca_t *h);

@@ -236,6 +236,12 @@ own_mean(lmca_t *h)
                    : 0;
 }
 
+uint64_t
+lmca__cache_held_bytes(lmca_t *h)
+{
+    return atomic_load_explicit(&h->cache.records, memory_order_relaxed) * own_mean(h);
+}
+
 
 /* What every node said of the namespace, in one look. */
 typedef struct lmca__looks {

@@ -774,6 +774,7 @@ lmca__wire_touch(lmca__wire *w, const char *key, uint32_t ttl, const lmca__bin *
 #define CLOCK_STORE_BIN "store_us" /* the stores' clock, which puts are paced by */
 #define CLOCK_TTL_BIN "ttl_s"      /* the clock's TTL: the largest of its writers' ... */
 #define CLOCK_HOLD_BIN "ttl_until" /* ... while one asserted it lately (server ms) */
+#define CLOCK_CREDIT_BIN "touch_b" /* the bytes moves may still rewrite (the touch budget) */
 /* What the reservation reads back, by expression under names of their own: an
    operate answers each op, the writes' nil results too, and the client makes a
    bin named by several ops a list of their results. */
@@ -783,6 +784,7 @@ lmca__wire_touch(lmca__wire *w, const char *key, uint32_t ttl, const lmca__bin *
 #define CLOCK_STORE_READ "s"
 #define CLOCK_TTL_READ "t"
 #define CLOCK_REFUSED "r"
+#define CLOCK_UNBUDGETED "u"
 
 /* An integer bin, or 0 when it is missing or of another type (a record no
    client of ours wrote): bin_int alone would fail the whole operate. */
@@ -816,13 +818,22 @@ lmca__wire_touch(lmca__wire *w, const char *key, uint32_t ttl, const lmca__bin *
                            as_exp_var("b"), as_exp_var(v)),                                \
                as_exp_int(floor))
 /* The variables of a reservation's expressions: b, the node's now in µs; s,
-   the stores' clock; and full, whether s as taken leads b past limit_us. */
+   the stores' clock; full, whether s as taken leads b past limit_us; c, the
+   moves' credit with this reservation's share added (at most its cap); and
+   none, whether nothing is to be added: full, or a move that found c at 0 or
+   below. */
 #define EXP_CLOCK_LET(ask, ...)                                                           \
     as_exp_let(as_exp_def("b", as_exp_mul(EXP_NOW_MS, as_exp_int(1000))),                  \
                as_exp_def("s", EXP_INT_OR_0(CLOCK_STORE_BIN)),                              \
                as_exp_def("full", as_exp_cmp_gt(EXP_TAKEN("s", ask, (ask)->store_floor_us), \
                                                 as_exp_add(as_exp_var("b"),                 \
                                                            as_exp_int(clock_limit(ask))))), \
+               as_exp_def("c", as_exp_min(as_exp_add(EXP_INT_OR_0(CLOCK_CREDIT_BIN),       \
+                                                     as_exp_int((ask)->credit_add)),       \
+                                          as_exp_int((ask)->credit_cap))),                  \
+               as_exp_def("poor", as_exp_and(as_exp_bool((ask)->move_bytes > 0),            \
+                                             as_exp_cmp_le(as_exp_var("c"), as_exp_int(0)))), \
+               as_exp_def("none", as_exp_or(as_exp_var("full"), as_exp_var("poor"))),     \
                __VA_ARGS__)
 
 /* No limit, as a sum with the node's now that cannot overflow. */
@@ -833,7 +844,8 @@ clock_limit(const lmca__clock_ask *ask)
 }
 
 /* `bin`'s place for this reservation (EXP_TAKEN), plus `add` unless the stores'
-   clock leads too far (then the clocks stay where they are). */
+   clock leads too far or a move has no credit (then the clocks stay where they
+   are). */
 static as_exp *
 clock_exp(const char *bin, const lmca__clock_ask *ask, int64_t floor, int64_t add)
 {
@@ -841,7 +853,7 @@ clock_exp(const char *bin, const lmca__clock_ask *ask, int64_t floor, int64_t ad
         EXP_CLOCK_LET(ask,
             as_exp_def("v", EXP_INT_OR_0(bin)),
             as_exp_add(EXP_TAKEN("v", ask, floor),
-                       as_exp_cond(as_exp_var("full"), as_exp_int(0), as_exp_int(add)))));
+                       as_exp_cond(as_exp_var("none"), as_exp_int(0), as_exp_int(add)))));
     return e;
 }
 
@@ -857,8 +869,8 @@ int_bin(const as_record *rec, const char *name, int64_t *out)
 }
 
 /* The operate's expressions, built and freed together. */
-enum { X_OLD, X_REFUSED, X_TTL, X_HOLD, X_NEXT, X_STORE, X_NOW, X_READ_NEXT, X_READ_STORE,
-       X_READ_TTL, X_N };
+enum { X_OLD, X_REFUSED, X_UNBUDGETED, X_TTL, X_HOLD, X_NEXT, X_STORE, X_CREDIT, X_NOW,
+       X_READ_NEXT, X_READ_STORE, X_READ_TTL, X_N };
 
 static bool
 build_clock(as_exp *x[X_N], const lmca__clock_ask *ask)
@@ -866,6 +878,14 @@ build_clock(as_exp *x[X_N], const lmca__clock_ask *ask)
     as_exp_build(old, EXP_INT_OR_0(CLOCK_NEXT_BIN));
     as_exp_build(refused, EXP_CLOCK_LET(ask, as_exp_cond(as_exp_var("full"), as_exp_int(1),
                                                          as_exp_int(0))));
+    as_exp_build(unbudgeted, EXP_CLOCK_LET(ask, as_exp_cond(as_exp_var("poor"), as_exp_int(1),
+                                                            as_exp_int(0))));
+    /* Stores' credit always (it is for bytes landed already); a move's bytes
+       taken only when it is made. */
+    as_exp_build(credit, EXP_CLOCK_LET(ask, as_exp_sub(as_exp_var("c"),
+                                                       as_exp_cond(as_exp_var("none"),
+                                                                   as_exp_int(0),
+                                                                   as_exp_int(ask->move_bytes)))));
     as_exp_build(ttl, as_exp_cond(EXP_TTL_MINE(ask), as_exp_int(ask->ttl_s),
                                   EXP_INT_OR_0(CLOCK_TTL_BIN)));
     /* After the TTL's write: mine is the clock's now exactly when it won. */
@@ -876,7 +896,8 @@ build_clock(as_exp *x[X_N], const lmca__clock_ask *ask)
     as_exp_build(read_next, as_exp_bin_int(CLOCK_NEXT_BIN));
     as_exp_build(read_store, as_exp_bin_int(CLOCK_STORE_BIN));
     as_exp_build(read_ttl, as_exp_bin_int(CLOCK_TTL_BIN));
-    x[X_OLD] = old, x[X_REFUSED] = refused, x[X_TTL] = ttl, x[X_HOLD] = hold, x[X_NOW] = now;
+    x[X_OLD] = old, x[X_REFUSED] = refused, x[X_UNBUDGETED] = unbudgeted, x[X_TTL] = ttl;
+    x[X_HOLD] = hold, x[X_NOW] = now, x[X_CREDIT] = credit;
     x[X_NEXT] = clock_exp(CLOCK_NEXT_BIN, ask, ask->floor_us, ask->span_us);
     x[X_STORE] = clock_exp(CLOCK_STORE_BIN, ask, ask->store_floor_us, ask->store_us);
     x[X_READ_NEXT] = read_next, x[X_READ_STORE] = read_store, x[X_READ_TTL] = read_ttl;
@@ -909,10 +930,13 @@ lmca__wire_clock(lmca__wire *w, const char *key, const lmca__clock_ask *ask,
         /* In this order: each op sees the bins as the ones before it left them. */
         as_operations_exp_read(&ops, CLOCK_OLD, x[X_OLD], AS_EXP_READ_DEFAULT);
         as_operations_exp_read(&ops, CLOCK_REFUSED, x[X_REFUSED], AS_EXP_READ_DEFAULT);
+        as_operations_exp_read(&ops, CLOCK_UNBUDGETED, x[X_UNBUDGETED], AS_EXP_READ_DEFAULT);
         as_operations_exp_write(&ops, CLOCK_TTL_BIN, x[X_TTL], AS_EXP_WRITE_DEFAULT);
         as_operations_exp_write(&ops, CLOCK_HOLD_BIN, x[X_HOLD], AS_EXP_WRITE_DEFAULT);
         as_operations_exp_write(&ops, CLOCK_NEXT_BIN, x[X_NEXT], AS_EXP_WRITE_DEFAULT);
         as_operations_exp_write(&ops, CLOCK_STORE_BIN, x[X_STORE], AS_EXP_WRITE_DEFAULT);
+        /* After the clocks: they saw the credit as it was. */
+        as_operations_exp_write(&ops, CLOCK_CREDIT_BIN, x[X_CREDIT], AS_EXP_WRITE_DEFAULT);
         as_operations_exp_read(&ops, CLOCK_NEXT_READ, x[X_READ_NEXT], AS_EXP_READ_DEFAULT);
         as_operations_exp_read(&ops, CLOCK_STORE_READ, x[X_READ_STORE], AS_EXP_READ_DEFAULT);
         as_operations_exp_read(&ops, CLOCK_TTL_READ, x[X_READ_TTL], AS_EXP_READ_DEFAULT);
@@ -924,7 +948,8 @@ lmca__wire_clock(lmca__wire *w, const char *key, const lmca__clock_ask *ask,
                  !int_bin(rec, CLOCK_NEXT_READ, &out->next_us) ||
                  !int_bin(rec, CLOCK_STORE_READ, &out->store_us) ||
                  !int_bin(rec, CLOCK_TTL_READ, &out->ttl_s) || !int_bin(rec, CLOCK_NOW, &out->now_ms) ||
-                 !int_bin(rec, CLOCK_REFUSED, &out->refused))
+                 !int_bin(rec, CLOCK_REFUSED, &out->refused) ||
+                 !int_bin(rec, CLOCK_UNBUDGETED, &out->unbudgeted))
             status = lmca__fail(err, LMCA_EUNKNOWN, 0, "clock %s: the answer lacks a bin", key);
     }
     as_operations_destroy(&ops);

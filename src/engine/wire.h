@@ -132,21 +132,32 @@ typedef struct lmca__clock_ask {
                                it nothing is added and `refused` says so (puts
                                that would only be dropped take no place); 0 = no
                                limit (moves) */
+    int64_t credit_add;     /* the touch budget every writer shares: bytes added
+                               to the moves' credit (what this handle's stores
+                               landed since it last said, times the budget's
+                               share) ... */
+    int64_t credit_cap;     /* ... up to this much ... */
+    int64_t move_bytes;     /* ... and a move's bytes, taken from it: a move is
+                               made while the credit is above 0 (it may take it
+                               below), else nothing is added and `unbudgeted`
+                               says so; 0 = no budget asked (stores, lmca_touch) */
     uint32_t timeout_ms;
 } lmca__clock_ask;
 
 /* ... and what the record's node answers: the clock before, both clocks after,
-   the clock's TTL, the node's time (ms since the Unix epoch), and 1 when the
-   stores' clock led past limit_us (nothing reserved), else 0. Untrusted:
-   clock.c checks them. */
+   the clock's TTL, the node's time (ms since the Unix epoch), 1 when the
+   stores' clock led past limit_us (nothing reserved), else 0, and 1 when a
+   move found no credit (nothing reserved), else 0. Untrusted: clock.c checks
+   them. */
 typedef struct lmca__clock_answer {
-    int64_t old_us, next_us, store_us, ttl_s, now_ms, refused;
+    int64_t old_us, next_us, store_us, ttl_s, now_ms, refused, unbudgeted;
 } lmca__clock_answer;
 
 /* One reservation: an operate on record `key` of LMCA__CLOCK_SET (never
    expiring; created by the first). The TTL is settled first, then each clock
    moves to max(itself caught up, its floor) + its add, on the node's time,
-   atomically; neither adds when the stores' clock leads past limit_us.
+   atomically; neither adds when the stores' clock leads past limit_us, or when
+   a move finds no credit; then the credit takes what it is given and the move.
    @return LMCA_OK (out set), LMCA_EUNKNOWN for an answer without the bins, or
    the error of the operate (LMCA_EBUSY for a busy key, LMCA_ETIMEOUT,
    LMCA_ECONNECTION, LMCA_EFULL at stop-writes...). */

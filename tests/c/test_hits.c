@@ -429,6 +429,35 @@ touch_goes_again_after(int code)
     lmca_close(h);
 }
 
+/* A device whose write queue is full refuses every write of its node until a
+   block leaves the queue: a touch it refuses goes again within the same move,
+   a few ms later, not a second later (at the device's own speed the queue is
+   full most of the time, and warm chunks were lost: 70 of 128). */
+TEST(a_touch_an_overloaded_device_refused_goes_again_at_once)
+{
+    lmca_t *h;
+    uint8_t buf[64] = {2}, out[64];
+    size_t got;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    const char *old = th_key("old");
+    uint32_t before;
+
+    th_need_fixture("fault injection on touches");
+    h = open_slow_clock(true);
+    ASSERT_RC(lmca_put(h, old, buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    store(h, 3);
+    before = ttl_of(h, old);
+    th_fault("kind=result;code=18;op=touch;count=3");
+    ASSERT_RC(lmca_get(h, old, out, sizeof out, &got, NULL, &err), LMCA_OK, &err);
+    th_info("fixture-clear-faults");
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.touches_failed, 0);
+    ASSERT_EQ(st.hits_touched, 1);
+    ASSERT(ttl_of(h, old) > before);
+    lmca_close(h);
+}
+
 TEST(a_touch_a_lost_node_refused_goes_again)
 {
     th_need_fixture("fault injection on touches");
@@ -529,6 +558,7 @@ TEST_LIST = {
     T(touch_on_hit_off_moves_nothing),
     T(the_pool_moves_its_gets_hits_once_idle),
     T(a_touch_refused_for_good_is_counted_and_dropped),
+    T(a_touch_an_overloaded_device_refused_goes_again_at_once),
     T(a_touch_a_lost_node_refused_goes_again),
     T(a_touch_stop_writes_refused_goes_again),
     T(a_hit_waits_for_the_clock_when_no_clock_record_answers),

@@ -1,14 +1,18 @@
-"""Hits move their chunks within a budget (src/engine/hits.c): a move rewrites the
-chunk on the master and the replica, as many bytes as a store, on a device and on
-memory alike (since 7.0 a memory namespace keeps records in write blocks too), so
-hits may rewrite at most touch_budget_percent of what stores write at NSUP's pace
-a second. The bytes moved are counted (touch_bytes), and the hits past the budget
-stay where they are (hits_unbudgeted); 0 is no budget.
+"""Hits move their chunks within a budget every writer shares
+(src/engine/clock.c, hits.c): a move rewrites the chunk on every copy, as many
+bytes as a store, on a device and on memory alike (since 7.0 a memory namespace
+keeps records in write blocks too), so the moves of all writers rewrite at most
+touch_budget_percent of what their stores landed. The credit lives in the
+shared clock's record: each reservation adds what its handle's stores landed,
+and a move takes its bytes while the credit is above 0 (it may take it below).
+The bytes moved are counted (touch_bytes), the hits past the budget stay where
+they are (hits_unbudgeted); 0 is no budget.
 
 On the test server a namespace of its own (storage-engine device or memory) is
 started for each test; on a real server the session's lmcache namespace is used
 where it is of that kind (the README's recipes, scripts/aerospike-loopback.sh
-start ssd or cache).
+start ssd or cache), its clock record removed first so that no earlier credit
+counts.
 """
 
 import contextlib
@@ -17,8 +21,11 @@ import uuid
 
 import pytest
 
+import aerospike
+
 from lmcache_aerospike import _native
 from tests.conftest import info
+from tests.ext.plant import Planter
 from tests.server.launch import running
 
 SIZE = 64 << 10
@@ -40,50 +47,94 @@ def evicting_namespace(hosts, engine="device"):
     yield hosts, "lmcache"
 
 
-def hits(hosts, ns, budget_percent):
-    """Stores 128 chunks, 32 a second of void time, then reads the first 16 again,
-    every one of them 3.5 s of the clock behind its head (a whole second off
-    either way in a TTL read back, and the newest second is fresh: not moved);
-    returns the engine's counters, the plan and how long the reads took."""
-    tag = uuid.uuid4().hex[:10]
-    conn = _native.Connector(hosts=hosts, namespace=ns, set="lmca_budget_" + tag,
+def fresh_clock(hosts, ns):
+    """No credit from earlier writers: the shared clock's record removed."""
+    planter = Planter(hosts, ns, "lmca_clock")
+    try:
+        planter.client.remove((ns, "lmca_clock", "void-clock"))
+    except aerospike.exception.RecordNotFound:
+        pass
+    finally:
+        planter.close()
+
+
+def connector(hosts, ns, tag, budget_percent):
+    return _native.Connector(hosts=hosts, namespace=ns, set="lmca_budget_" + tag,
                              default_ttl_seconds=3600, records_per_void_second=32,
                              max_put_wait_ms=30000, touch_budget_percent=budget_percent)
+
+
+def hits(hosts, ns, budget_percent, reader_stores=True, writer_percent=None):
+    """A writer stores 128 chunks, 32 a second of void time; then a reader (the
+    writer itself, or a handle that stored nothing) reads the first 16 again,
+    every one of them 3.5 s of the clock behind its head (a whole second off
+    either way in a TTL read back, and the newest second is fresh: not moved).
+    Returns the reader's counters and the eviction plan."""
+    tag = uuid.uuid4().hex[:10]
+    fresh_clock(hosts, ns)
+    writer = connector(hosts, ns, tag,
+                       budget_percent if writer_percent is None else writer_percent)
     keys = [f"{tag}/{i}" for i in range(128)]
     for key in keys:
-        conn.put(key, bytes(SIZE))
+        writer.put(key, bytes(SIZE))
+    reader = writer if reader_stores else connector(hosts, ns, tag, budget_percent)
     buf = bytearray(SIZE)
-    t0 = time.monotonic()
     for key in keys[:16]:
-        assert conn.get(key, buf) is not None
-    seconds = time.monotonic() - t0
-    stats, plan = conn.stats(), conn.eviction()
+        assert reader.get(key, buf) is not None
+    stats, plan = reader.stats(), reader.eviction()
     for key in keys:
-        conn.remove(key)
-    conn.close()
-    return stats, plan, seconds
+        writer.remove(key)
+    for conn in {id(writer): writer, id(reader): reader}.values():
+        conn.close()
+    return stats, plan
+
+
+def budgeted(stored, percent, plan):
+    """Moves of SIZE the credit of `stored` chunks allows, one at a time (a
+    blocking get moves its hit before it returns): while the credit is above 0,
+    the last taking it below. The credit is banked up to a sixteenth of the
+    namespace's capacity (its records times the mean record, SIZE here) times
+    the percentage; give or take one for the bytes rounded down at each
+    reservation."""
+    credit = stored * SIZE * percent // 100
+    cap = plan["records"] * SIZE // 16 * percent // 100
+    return -(-min(credit, cap) // SIZE)
 
 
 @pytest.mark.parametrize("engine", ["device", "memory"])
 def test_moves_rewrite_at_most_the_budget(aerospike_hosts, engine):
     with evicting_namespace(aerospike_hosts, engine) as (hosts, ns):
-        stats, plan, seconds = hits(hosts, ns, 10)
-        assert plan["device"] == (engine == "device") and plan["bytes_per_second"] > 0
+        stats, plan = hits(hosts, ns, 10)
         assert stats["hits_fresh"] == 0
-        # A tenth of what stores write a second: up to a second of it at once (a
-        # move may take it below zero), then what fills in at that rate while the
-        # reads go on.
-        rate = plan["bytes_per_second"] * 10 / 100
-        allowed = int(rate / SIZE) + 1 + int(seconds * rate / SIZE) + 1
-        assert 1 <= stats["hits_touched"] <= allowed, (stats, rate, seconds)
+        allowed = budgeted(128, 10, plan)
+        assert allowed < 16  # the budget binds
+        assert allowed - 1 <= stats["hits_touched"] <= allowed, stats
         assert stats["hits_touched"] + stats["hits_unbudgeted"] == 16
         # Every move counted its bytes.
         assert stats["touch_bytes"] == stats["hits_touched"] * SIZE
 
 
+def test_every_writer_shares_one_budget(aerospike_hosts):
+    """A reader that stored nothing moves on the credit another writer's stores
+    earned: a budget per handle would have moved none of its hits."""
+    with evicting_namespace(aerospike_hosts) as (hosts, ns):
+        stats, plan = hits(hosts, ns, 10, reader_stores=False)
+        allowed = budgeted(128, 10, plan)
+        assert allowed - 1 <= stats["hits_touched"] <= allowed, stats
+        assert stats["hits_touched"] + stats["hits_unbudgeted"] == 16
+
+
+def test_moves_are_paid_for_by_stores(aerospike_hosts):
+    """Stores that earn no credit (a writer with no budget) pay for no moves: a
+    budget of time (NSUP's pace a second, per handle) moved 4 of these 16."""
+    with evicting_namespace(aerospike_hosts) as (hosts, ns):
+        stats, _ = hits(hosts, ns, 10, reader_stores=False, writer_percent=0)
+        assert stats["hits_touched"] == 0 and stats["hits_unbudgeted"] == 16, stats
+
+
 def test_no_budget_moves_every_hit(aerospike_hosts):
     with evicting_namespace(aerospike_hosts) as (hosts, ns):
-        stats, _, _ = hits(hosts, ns, 0)
+        stats, _ = hits(hosts, ns, 0)
         assert stats["hits_unbudgeted"] == 0 and stats["hits_fresh"] == 0
         assert stats["hits_touched"] == 16
         assert stats["touch_bytes"] == 16 * SIZE
