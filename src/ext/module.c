@@ -96,6 +96,59 @@ check_settings(PyObject *module, PyObject *args, PyObject *kwargs)
     Py_RETURN_NONE;
 }
 
+/* plan_chunk(nbytes, *, max_record_size=8 MiB, **settings): how a chunk of
+   nbytes is split on a namespace whose max-record-size is that, with these
+   settings (lmca_limits_resolve, lmca_plan): what `size` plans with, offline. */
+static PyObject *
+plan_chunk(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    ext_state *st = ext_state_of_module(module);
+    unsigned long long nbytes, cap = 8ull << 20;
+    lmca_config_t cfg;
+    lmca_server_info_t srv;
+    lmca_limits_t limits;
+    lmca_plan_t plan;
+    lmca_err_t err = {0};
+    unsigned workers = 8;
+    PyObject *settings, *value, *keep;
+    char info[96];
+    int rc;
+
+    if (!PyArg_ParseTuple(args, "K:plan_chunk", &nbytes))
+        return NULL;
+    if ((settings = kwargs ? PyDict_Copy(kwargs) : PyDict_New()) == NULL)
+        return NULL;
+    if ((value = PyDict_GetItemString(settings, "max_record_size")) != NULL) {
+        cap = PyLong_AsUnsignedLongLong(value);
+        if (PyErr_Occurred() || PyDict_DelItemString(settings, "max_record_size") < 0) {
+            Py_DECREF(settings);
+            return NULL;
+        }
+    }
+    if ((keep = PyList_New(0)) == NULL) {
+        Py_DECREF(settings);
+        return NULL;
+    }
+    lmca_config_init(&cfg);
+    rc = ext_apply_settings(st, settings, &cfg, &workers, keep);
+    Py_DECREF(settings);
+    if (cfg.hosts == NULL || cfg.hosts[0] == '\0')
+        cfg.hosts = "localhost:3000"; /* validated, never contacted */
+    /* A namespace as the recipes set it up: the cap, and NSUP on for TTLs. */
+    snprintf(info, sizeof info, "max-record-size=%llu;nsup-period=1", cap);
+    if (rc == 0 && (lmca_server_info_parse(info, &srv, &err) != LMCA_OK ||
+                    lmca_limits_resolve(&srv, &cfg, &limits, &err) != LMCA_OK ||
+                    lmca_plan(&limits, nbytes, &plan, &err) != LMCA_OK)) {
+        ext_raise_err(st, &err);
+        rc = -1;
+    }
+    Py_DECREF(keep);
+    if (rc < 0)
+        return NULL;
+    return Py_BuildValue("(IKK)", plan.nseg, (unsigned long long)plan.seg_b,
+                         (unsigned long long)plan.last_b);
+}
+
 /* error_from(text) -> Error: the typed exception of a completion's error text
    ("ETIMEOUT: message"), so that glue can raise what a blocking call would. */
 static PyObject *
@@ -132,6 +185,9 @@ static PyMethodDef module_methods[] = {
     {"check_settings", (PyCFunction)(void (*)(void))check_settings, METH_VARARGS | METH_KEYWORDS,
      "check_settings(**settings): raise ConfigError naming the first bad setting, as "
      "Connector() would, without connecting."},
+    {"plan_chunk", (PyCFunction)(void (*)(void))plan_chunk, METH_VARARGS | METH_KEYWORDS,
+     "plan_chunk(nbytes, *, max_record_size=8388608, **settings) -> (nseg, seg_b, last_b): "
+     "how a chunk of nbytes is split on a namespace with that max-record-size; offline."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,11 +15,11 @@ import sys
 from typing import Iterator, Sequence
 
 from lmcache_aerospike import _native
-from lmcache_aerospike.cli import data, demo, ls, output, probe, repair, stats
+from lmcache_aerospike.cli import data, demo, ls, output, probe, repair, size, stats
 from lmcache_aerospike.cli import settings as settings_cmd
 from lmcache_aerospike.cli.settings import UsageError
 
-COMMANDS = (probe, stats, data, ls, repair, settings_cmd, demo)
+COMMANDS = (probe, size, stats, data, ls, repair, settings_cmd, demo)
 
 OK, NOT_FOUND, USAGE, SERVER, INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -42,6 +42,7 @@ exit status:
 
 examples:
   lmcache-aerospike probe --hosts 10.0.0.5:3000 -n lmcache
+  lmcache-aerospike size --layers 32 --kv-heads 8 --head-size 128 --tokens 10G
   lmcache-aerospike stats --config lmcache.yaml
   lmcache-aerospike ls --prefix 'Qwen/Qwen3-8B@' --limit 20
   lmcache-aerospike put mykey payload.bin && lmcache-aerospike get mykey copy.bin
