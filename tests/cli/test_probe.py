@@ -75,7 +75,7 @@ def test_a_healthy_namespace_has_no_problems():
     healthy = ready(**{"storage-engine_dot_stop__writes__used__pct": 90})
     problems, notes = probe.eviction_problems([healthy], settings(86400))
     assert problems == []
-    assert notes == [rate_note(healthy)]
+    assert notes == probe.size_notes(healthy, None) + [rate_note(healthy)]
 
 
 def test_stop_writes_close_above_eviction_is_noted():
@@ -214,6 +214,43 @@ def test_device_problems_and_notes():
     assert probe.eviction_problems([ready(**{"storage-engine_dot_evict__used__pct": 86,
                                              "storage-engine_dot_stop__writes__used__pct": 90})],
                                    settings(600))[0] == []
+
+
+def test_files_read_through_the_page_cache_are_noted():
+    files = {"storage-engine_dot_file[0]": "/data/lmcache-0.dat"}
+    cached = device(**files, **{"storage-engine_dot_direct__files": "false"})
+    assert (cached.files, cached.devices, cached.direct_files) == (1, 1, False)
+    _, notes = probe.eviction_problems([cached], settings(600))
+    assert any("read and written through the host's page cache" in n
+               and "set direct-files true" in n for n in notes), notes
+    direct = device(**files, **{"storage-engine_dot_direct__files": "true"})
+    _, notes = probe.eviction_problems([direct], settings(600))
+    assert not any("page cache" in n for n in notes)
+    # Raw devices are opened O_DIRECT: only read-page-cache routes them through it.
+    raw = device(**{"storage-engine_dot_device[0]": "/dev/nvme0n1",
+                    "storage-engine_dot_read__page__cache": "true"})
+    assert (raw.files, raw.devices) == (None, 1)
+    _, notes = probe.eviction_problems([raw], settings(600))
+    assert any("read-page-cache true" in n for n in notes)
+
+
+def test_what_the_namespace_needs_at_capacity_is_noted():
+    # 2 GiB held at evict-used-pct 50 in records of the mean size now.
+    v = device(index_used_bytes=7488)
+    mean = 401923520 // 117
+    records = 2147483648 * 50 // 100 // mean
+    (note,) = probe.size_notes(v, None)
+    assert f"{records:,} records" in note
+    assert f"the index needs {probe.output.size(records * 64)} of RAM" in note
+    assert "7.3 KiB now" in note
+    # A device: its write and post-write caches (256 MiB each, one device).
+    assert "up to 512.0 MiB of write and post-write caches" in note
+    # Memory: the data itself is the DRAM.
+    assert "data-size 2.0 GiB it holds in RAM" in probe.size_notes(ready(), None)[0]
+    # Nothing to hold yet and no size given: nothing to say.
+    empty = ready(objects=0, data_used_bytes=0)
+    assert probe.size_notes(empty, None) == []
+    assert "records of 1.0 MiB" in probe.size_notes(empty, 1 << 20)[0]
 
 
 def test_eviction_rate_estimate():

@@ -45,6 +45,7 @@ MEMORY_FILL_PCT = 75
 DEVICE_FILL_PCT = 60
 MiB = 1 << 20
 WBLOCK = 8 * MiB  # the write block of 7.1+ (memory and device)
+INDEX_BYTES = 64  # the primary index's RAM a record, every copy (as_index)
 
 EXAMPLES = """\
 examples:
@@ -70,8 +71,12 @@ evict-used-pct too high for the write blocks of a memory stripe or a device (a
 small namespace: its stripes or its device run out of free blocks before NSUP
 evicts; a device's post-write-cache holds blocks that it does not reuse), with the
 settings and the smallest size that work.
-It notes how fast NSUP can evict (records per cycle of nsup-period + 1 s) and a
-device's post-write-cache.
+It notes how fast NSUP can evict (records per cycle of nsup-period + 1 s), a
+device's post-write-cache, files read through the host's page cache (direct-files
+false: hits are RAM copies, and the page cache grows to the data's size), and what
+the namespace needs at capacity: its records, the index's RAM (64 bytes a record a
+copy) and a device's write and post-write caches (`lmcache-aerospike size` plans a
+cluster before there is one).
 """
 
 
@@ -309,6 +314,7 @@ def eviction_problems(views: list[server.NodeNamespace], settings: Settings,
                             f"(now {swa})")
         if not (swu and evict >= swu):  # else NSUP never evicts: said above
             _block_check(v, where, evict, problems)
+        out_notes += size_notes(v, record_bytes)
         ttl = effective_ttl(v, settings)
         buckets = v.evict_hist_buckets
         if ttl is not None and buckets:
@@ -372,6 +378,44 @@ def _device_checks(v: server.NodeNamespace, where: str, problems: list[str],
     if v.post_write_cache is not None:
         out_notes.append(f"node {v.node}: post-write-cache {output.size(v.post_write_cache)} "
                          f"(recently written blocks kept in memory)")
+    if v.files and v.direct_files is False:
+        out_notes.append(f"node {v.node}: its {v.files} file(s) are read and written through "
+                         f"the host's page cache (direct-files false): hits are served from "
+                         f"RAM as far as the host has it, and the page cache grows to the "
+                         f"data's size, so the namespace costs DRAM as a memory one would; "
+                         f"set direct-files true (the README's device recipe)")
+    if v.read_page_cache:
+        out_notes.append(f"node {v.node}: read-page-cache true: device reads go through the "
+                         f"host's page cache")
+
+
+def size_notes(v: server.NodeNamespace, record_bytes: int | None) -> list[str]:
+    """What the namespace needs at capacity on this node: records, the index's RAM
+    (INDEX_BYTES a record, every copy), a device's write and post-write caches, and
+    the device bytes a stored byte costs (its copies)."""
+    if not v.total_bytes or not v.evict_used_pct:
+        return []
+    mean = v.mean_record_bytes() or record_bytes
+    if not mean:
+        return []
+    held = v.total_bytes * v.evict_used_pct // 100
+    records = held // mean
+    index = records * INDEX_BYTES
+    line = (f"node {v.node}: at evict-used-pct {v.evict_used_pct} it holds about "
+            f"{output.size(held)} in {records:,} records of {output.size(mean)}: the index "
+            f"needs {output.size(index)} of RAM ({INDEX_BYTES} bytes a record"
+            + (f"; {output.size(v.index_used_bytes)} now" if v.index_used_bytes is not None
+               else "") + ")")
+    if v.is_device:
+        devices = v.devices or 1
+        caches = devices * ((v.max_write_cache or 0) + max(v.post_write_cache or 0, 0))
+        line += (f", and its {devices} device(s) up to {output.size(caches)} of write and "
+                 f"post-write caches; every byte stored is written "
+                 f"{v.replication_factor or 1} time(s) over the cluster's devices, besides "
+                 f"defrag (`lmcache-aerospike size` plans a cluster)")
+    else:
+        line += f", beside the data-size {output.size(v.total_bytes)} it holds in RAM"
+    return [line]
 
 
 def max_evict_pct(blocks: int, kept: int = STRIPE_SPARE_BLOCKS,

@@ -46,12 +46,15 @@ FIELDS = {
     "max_write_cache": ("storage-engine.max-write-cache",),
     "post_write_cache": ("storage-engine.post-write-cache",),
     "defrag_lwm_pct": ("storage-engine.defrag-lwm-pct",),
+    "index_used_bytes": ("index_used_bytes",),
 }
 FLAGS = {
     "stop_writes": "stop_writes",
     "clock_skew_stop_writes": "clock_skew_stop_writes",
     "allow_ttl_without_nsup": "allow-ttl-without-nsup",
     "hwm_breached": "hwm_breached",
+    "direct_files": "storage-engine.direct-files",
+    "read_page_cache": "storage-engine.read-page-cache",
 }
 STRINGS = {
     "storage_engine": "storage-engine",
@@ -114,6 +117,10 @@ class NodeNamespace:
     defrag_lwm_pct: int | None = None
     stripes: int | None = None  # a memory namespace's stripes (7.1+), None if not said
     devices: int | None = None  # a device namespace's devices or files, None if not said
+    files: int | None = None  # ... of which files (not raw devices)
+    index_used_bytes: int | None = None  # the primary index's RAM on this node
+    direct_files: bool | None = None  # files opened O_DIRECT (not through the page cache)
+    read_page_cache: bool | None = None  # raw devices read through the page cache
 
     @classmethod
     def parse(cls, node: str, address: str, answer: str) -> "NodeNamespace":
@@ -133,6 +140,8 @@ class NodeNamespace:
         view.stripes = stripes or None
         devices = sum(1 for k in kv if re.fullmatch(r"storage-engine\.(device|file)\[\d+\]", k))
         view.devices = devices or None
+        files = sum(1 for k in kv if re.fullmatch(r"storage-engine\.file\[\d+\]", k))
+        view.files = files or None
         if view.used_pct is None and view.used_bytes is not None and view.total_bytes:
             view.used_pct = 100 * view.used_bytes // view.total_bytes
         return view
