@@ -406,7 +406,15 @@ reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool mov
     }
     first = c->home != 0 && now_ms < c->home_until_ms ? c->home : 0;
     pthread_mutex_unlock(&c->lock);
-    uint64_t overloaded_until = mono_us() + (uint64_t)ask.timeout_ms * 1000u;
+    /* An overloaded device is waited out as long as a store waits it out
+       (backpressure_ms): the stores are refused by it meanwhile too, and on one
+       node every other clock record is on the same device (after the
+       reservation's timeout, 1 s stalls of a disk written without O_DSYNC sent
+       writers to their own clocks). */
+    uint64_t overloaded_until =
+        mono_us() + (uint64_t)(h->cfg.backpressure_ms > ask.timeout_ms ? h->cfg.backpressure_ms
+                                                                        : ask.timeout_ms) *
+                        1000u;
     unsigned overloads = 0;
     /* The one that served last, then, after each failure, the first that
        avoids the nodes the failures blame. */
@@ -467,7 +475,8 @@ reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool mov
            again shortly, and is not a try. Falling back instead, 4 writers of
            4 MiB chunks on a 32 GiB file read directly placed 3,608-3,748 of
            their 4,096 puts each on clocks of their own (the device's queue was
-           full for most of the run). */
+           full for most of the run). Past the wait, the next record (on a
+           cluster, as a rule another node's). */
         if (rc == LMCA_EBUSY && err.as_code == LMCA__AS_DEVICE_OVERLOAD &&
             t1 < overloaded_until) {
             LMCA__COUNT(h, clock_overloaded);
