@@ -20,13 +20,26 @@
 #   LOOPBACK_ACCESS_PORT  the port the node advertises to clients (its
 #                         access-port), e.g. a delay proxy's: clients that learn
 #                         the cluster from it then route every request there
-#   LOOPBACK_DATA_SIZE    the lmcache namespace's data-size (default 2G)
+#   LOOPBACK_DATA_SIZE    the lmcache namespace's data-size, or its device's size
+#                         (default 2G): the ssd nodes' device is that much of
+#                         files, read and written directly (direct-files true:
+#                         O_DIRECT, never through the host's page cache)
+#   LOOPBACK_FILE_DIR     where the ssd nodes' files go (default: the node's
+#                         directory); put them on the disk you mean to measure
+#   LOOPBACK_FILES        how many files the device is split into (default 1; the
+#                         server writes each file from a thread of its own)
+#   LOOPBACK_DIRECT_FILES true (default) or false: false reads and writes the
+#                         files through the page cache, a memory namespace in
+#                         disguise wherever the host's RAM holds the files
+#   LOOPBACK_DISABLE_ODSYNC  the device's disable-odsync (default false: each
+#                         write block waits for the device, O_DSYNC)
 #   LOOPBACK_SERVICE_THREADS  the node's service-threads (default 8)
 #   LOOPBACK_EVICT_USED_PCT, LOOPBACK_STOP_WRITES_USED_PCT,
 #   LOOPBACK_STOP_WRITES_AVAIL_PCT, LOOPBACK_EVICT_TENTHS_PCT,
 #   LOOPBACK_EVICT_HIST_BUCKETS, LOOPBACK_DEFRAG_LWM_PCT (default: the server's 50),
 #   LOOPBACK_MAX_WRITE_CACHE,
-#   LOOPBACK_POST_WRITE_CACHE (default: 256M, at most an eighth of the file)
+#   LOOPBACK_POST_WRITE_CACHE (default: 256M, at most an eighth of a file; each
+#                         file has one)
 #                         the cache and ssd nodes' eviction settings, to try
 #                         others than the recipes' (README, "A cache that stays full")
 #
@@ -58,17 +71,33 @@ cache[012]) recipe=cache base=3600 cluster=lmca-cache ;;
 ssd[012]) recipe=ssd base=3700 cluster=lmca-ssd ;;
 esac
 
-# The README's post-write-cache for a device of $1 (e.g. 512M, 2G): the default
-# 256 MiB, at most an eighth of the device (its blocks are not reused while
-# cached: on a 512 MiB file the default held half of it; DESIGN.md, "Every size").
-post_write_cache() {
-    local mib
+# MiB in a size such as 512M or 32G.
+mib_of() {
     case "$1" in
-    *G) mib=$((${1%G} * 1024)) ;;
-    *M) mib=${1%M} ;;
-    *) echo 256M; return ;;
+    *G) echo $((${1%G} * 1024)) ;;
+    *M) echo "${1%M}" ;;
+    *) echo "$0: LOOPBACK_DATA_SIZE must end in G or M: $1" >&2; exit 2 ;;
     esac
-    echo "$((mib / 8 < 256 ? mib / 8 : 256))M"
+}
+
+# The ssd nodes' storage: LOOPBACK_FILES files (default 1) of $1 in all, in
+# LOOPBACK_FILE_DIR, read and written directly unless LOOPBACK_DIRECT_FILES is
+# false. Each file keeps its own post-write cache: the README's 256 MiB, at most
+# an eighth of the file (its blocks are not reused while cached: on a 512 MiB
+# file the default held half of it; DESIGN.md, "Every size").
+device_storage() {
+    local files=${LOOPBACK_FILES:-1} where=${LOOPBACK_FILE_DIR:-$dir/data} each i
+    each=$(($(mib_of "$1") / files))
+    mkdir -p "$where"
+    echo "device {"
+    for i in $(seq 0 $((files - 1))); do
+        echo "        file $where/lmcache-$node-$i.dat"
+    done
+    echo "        filesize ${each}M
+        direct-files ${LOOPBACK_DIRECT_FILES:-true}
+        disable-odsync ${LOOPBACK_DISABLE_ODSYNC:-false}
+        max-write-cache ${LOOPBACK_MAX_WRITE_CACHE:-256M}
+        post-write-cache ${LOOPBACK_POST_WRITE_CACHE:-$((each / 8 < 256 ? each / 8 : 256))M}"
 }
 
 # The lmcache namespace: plain for the tests and benchmarks; for the cache and
@@ -78,11 +107,7 @@ lmcache_namespace() {
     case "$recipe" in
     cache) storage="memory {
         data-size $size" ;;
-    ssd) storage="device {
-        file $dir/data/lmcache.dat
-        filesize $size
-        max-write-cache ${LOOPBACK_MAX_WRITE_CACHE:-256M}
-        post-write-cache ${LOOPBACK_POST_WRITE_CACHE:-$(post_write_cache "$size")}" ;;
+    ssd) storage=$(device_storage "$size") ;;
     *) storage="memory {
         data-size $size" ;;
     esac

@@ -93,7 +93,8 @@ class Ours:
     ENGINE_COUNTERS = ("puts_retried", "write_retries", "dropped_full", "dropped_busy",
                        "dropped_unsent", "dropped_unreachable", "dropped_paced", "full",
                        "puts_aborted", "torn", "corrupt", "puts_paced", "clock_reservations",
-                       "clock_resets", "clock_local", "clock_fallbacks", "clock_busy", "hits_touched",
+                       "clock_resets", "clock_local", "clock_fallbacks", "clock_busy", "clock_overloaded",
+                       "hits_touched",
                        "hits_fresh", "touches_failed", "mends")
 
     def __init__(self, settings, timeout=120.0):

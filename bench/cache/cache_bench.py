@@ -160,6 +160,11 @@ def parse_args(argv=None):
     p.add_argument("--no-redis-equal-dram", dest="redis_equal_dram", action="store_false",
                    help="skip the second redis-server run, with maxmemory = our namespace's "
                         "data size (the DRAM it costs) instead of the budget")
+    p.add_argument("--peer-dram-bytes", type=parse_size, default=None,
+                   help="lend redis-server (maxmemory) and Mooncake Store (its segment) "
+                        "this much DRAM instead of the budget: the same requests at equal "
+                        "DRAM, e.g. the DRAM our server used on a device namespace "
+                        "(bench/cache/scale_bench.py measures it)")
     p.add_argument("--redis-get-batch", type=int, default=1,
                    help="chunks per RESP GET submit (default 1: larger batches evict their "
                         "own keys on a full redis-server, and LMCache's client then hangs)")
@@ -347,6 +352,11 @@ def run_redis(args, doc, nonce):
     budget, and again with maxmemory = our namespace's data size (equal DRAM); each
     skipped with a reason."""
     c = doc["config"]
+    if args.peer_dram_bytes:
+        run_redis_at(args, doc, nonce, "redis", args.peer_dram_bytes,
+                     f"{Redis.label}, maxmemory {args.peer_dram_bytes / 2**30:.2f} GiB "
+                     f"(equal DRAM)", with_latency=True)
+        return
     run_redis_at(args, doc, nonce, "redis", c["budget_bytes"], Redis.label, with_latency=True)
     if args.redis_equal_dram and not args.latency_only and \
             c["data_size_bytes"] > c["budget_bytes"]:
@@ -391,7 +401,8 @@ def run_mooncake(args, doc, nonce):
     c = doc["config"]
     with tempfile.TemporaryDirectory(prefix="cache-bench-mooncake-") as workdir:
         try:
-            store, note = side_by_side.start_mooncake(workdir, segment=str(c["budget_bytes"]))
+            store, note = side_by_side.start_mooncake(
+                workdir, segment=str(args.peer_dram_bytes or c["budget_bytes"]))
         except side_by_side.Unavailable as e:
             print(f"skipping mooncake: {e}", file=sys.stderr)
             doc["runs"]["mooncake"] = {"label": Mooncake.label, "skipped": str(e)}
@@ -401,6 +412,9 @@ def run_mooncake(args, doc, nonce):
         except Exception:
             store.stop()
             raise
+        if args.peer_dram_bytes:
+            tier.label = (f"{Mooncake.label}, segment {args.peer_dram_bytes / 2**30:.2f} GiB "
+                          f"(equal DRAM)")
         try:
             c["mooncake"] = note
             if not args.latency_only:

@@ -432,10 +432,10 @@ def start_writers(a, settings, plan, shared):
     return procs
 
 
-def main(argv=None):
-    a = options(argv)
-    if not a.hosts:
-        sys.exit("cache_fill.py: give --hosts (or AEROSPIKE_TEST_HOSTS)")
+def run(a):
+    """One fill: the writers, the events, the readback and the figures. Returns the
+    figures, every key offered (warm set first), which read back whole, and the
+    settings; the chunks stay stored (main removes them)."""
     tag = "lmca_fill_" + uuid.uuid4().hex[:8]
     settings = dict(hosts=a.hosts, namespace=a.namespace, set=tag, default_ttl_seconds=3600)
     settings.update(kv.split("=", 1) for kv in a.o)
@@ -491,14 +491,28 @@ def main(argv=None):
                          "stop_writes": counters["stop_writes"]},
               "nsup": fig.nsup_per_node(logs, a.namespace, since),
               "lru": exact_lru(run, results, budget_shares(records, t0, len(nodes0)))})
-    print_report(s)
-    fig.write_json(a.json, s)
+    conn.close()
+    return {"figures": s, "keys": keys, "hit": hit, "settings": settings}
+
+
+def remove(settings, keys):
+    conn = _native.Connector(**settings)
     for key in keys:
         try:
             conn.remove(key)
         except _native.Error:
             pass
     conn.close()
+
+
+def main(argv=None):
+    a = options(argv)
+    if not a.hosts:
+        sys.exit("cache_fill.py: give --hosts (or AEROSPIKE_TEST_HOSTS)")
+    out = run(a)
+    print_report(out["figures"])
+    fig.write_json(a.json, out["figures"])
+    remove(out["settings"], out["keys"])
 
 
 if __name__ == "__main__":
