@@ -81,8 +81,12 @@
    reached (pick: the first clear of the nodes the failures blame, each handle
    picking the same from the same partition map). With 3 nodes and 2 copies, two
    thirds of the records have a given node: of 63, one is clear of it but for a
-   chance of 1e-11. At most TRIES in one reservation: the first, one clear of its
-   master, one clear of its replica. */
+   chance of 1e-11. TRIES in one reservation: the first, one clear of its master,
+   one clear of its replica; and while a node is lost (a try timed out or lost its
+   connection), more, until backpressure_ms has passed, as a store's own writes
+   try on: a cluster takes seconds to re-form without the node and to settle its
+   partitions, and three tries of 0.5 s sent writers to their own clocks (44-54
+   places in a kill or a pause of the device recipe's cluster). */
 #define CLOCKS 64
 
 static const char *
@@ -315,8 +319,9 @@ clear_of(const suspects *s, const char (*nodes)[LMCA__NODE_NAME], unsigned n, un
 
 /* The next clock record to try: the first not tried on none of the suspects;
    when every record has one (3 nodes, 2 copies each), the first that avoids the
-   next suspect in turn. Every handle that saw the same failures with the same
-   partition map picks the same. -1 when none is left. */
+   next suspect in turn; when none avoids any (one node), the first not tried.
+   Every handle that saw the same failures with the same partition map picks the
+   same. -1 when none is left. */
 static int
 pick(lmca_t *h, suspects *s, const bool *tried)
 {
@@ -335,6 +340,9 @@ pick(lmca_t *h, suspects *s, const bool *tried)
             }
         }
     }
+    for (unsigned i = 0; i < CLOCKS; i++)
+        if (!tried[i])
+            return (int)i;
     return -1;
 }
 
@@ -406,19 +414,17 @@ reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool mov
     }
     first = c->home != 0 && now_ms < c->home_until_ms ? c->home : 0;
     pthread_mutex_unlock(&c->lock);
-    /* An overloaded device is waited out as long as a store waits it out
-       (backpressure_ms): the stores are refused by it meanwhile too, and on one
-       node every other clock record is on the same device (after the
-       reservation's timeout, 1 s stalls of a disk written without O_DSYNC sent
-       writers to their own clocks). */
-    uint64_t overloaded_until =
-        mono_us() + (uint64_t)(h->cfg.backpressure_ms > ask.timeout_ms ? h->cfg.backpressure_ms
-                                                                        : ask.timeout_ms) *
-                        1000u;
+    /* An overloaded device is waited out, and a lost node's records passed
+       over, as long as a store waits them out (backpressure_ms): the stores are
+       refused meanwhile too, and on one node every other clock record is on the
+       same device (after the reservation's timeout, 1 s stalls of a disk written
+       without O_DSYNC sent writers to their own clocks). */
+    uint64_t give_up_us = mono_us() + (uint64_t)h->cfg.backpressure_ms * 1000u;
     unsigned overloads = 0;
     /* The one that served last, then, after each failure, the first that
        avoids the nodes the failures blame. */
-    for (int i = (int)first, tries = 0; i >= 0 && tries < TRIES; tries++) {
+    for (int i = (int)first, tries = 0;
+         i >= 0 && (tries < TRIES || (blamed.blamed && mono_us() < give_up_us)); tries++) {
         uint64_t share = i == 0 ? 1 : FALLBACK_SHARE, t0, t1;
         char nodes[COPIES][LMCA__NODE_NAME], key[24];
         const char *name;
@@ -478,7 +484,7 @@ reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool mov
            full for most of the run). Past the wait, the next record (on a
            cluster, as a rule another node's). */
         if (rc == LMCA_EBUSY && err.as_code == LMCA__AS_DEVICE_OVERLOAD &&
-            t1 < overloaded_until) {
+            t1 < give_up_us) {
             LMCA__COUNT(h, clock_overloaded);
             lmca__busy_pause(h, overloads++);
             tries--;

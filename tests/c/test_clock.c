@@ -274,7 +274,15 @@ TEST(with_no_clock_record_a_handle_places_alone_at_an_eighth)
     lmca_err_t err = {0};
 
     th_need_fixture("fault injection on the clock records");
-    h = open_clocked(16, true);
+    {
+        lmca_config_t cfg;
+        lmca_err_t e = {0};
+        th_config(&cfg, "small");
+        cfg.default_ttl_seconds = 100;
+        cfg.records_per_void_second = 16;
+        cfg.backpressure_ms = 0; /* no waiting out: three tries, then alone */
+        ASSERT_RC(lmca_open(&cfg, &h, &e), LMCA_OK, &e);
+    }
     refuse_clock("void-clock", 9);
     refuse_clock("void-clock-1", 14); /* key busy */
     refuse_clock("void-clock-2", 9);
@@ -291,6 +299,30 @@ TEST(with_no_clock_record_a_handle_places_alone_at_an_eighth)
     ASSERT_EQ(st.clock_local, 3);
     /* 16 a second, an eighth of it: half a second apart, not 1/16. */
     ASSERT(ttl[2] >= ttl[0] + 1 && ttl[2] <= ttl[0] + 2);
+    lmca_close(h);
+}
+
+/* While a node is lost (its records time out until the cluster re-forms
+   without it and settles its partitions), the reservation tries on past its
+   three tries, as a store's writes do for backpressure_ms: three of 0.5 s sent
+   writers to their own clocks in a kill or a pause of a loaded cluster. */
+TEST(a_lost_nodes_clock_records_are_passed_over_for_backpressure_ms)
+{
+    lmca_t *h = open_clocked(4, true);
+    lmca_stats_t st;
+
+    th_need_fixture("fault injection on the clock records");
+    fresh_clock();
+    refuse_clock("void-clock", 9); /* timeouts: a node lost */
+    refuse_clock("void-clock-1", 9);
+    refuse_clock("void-clock-2", 9);
+    refuse_clock("void-clock-3", 9);
+    usleep(150 * 1000); /* past the lease */
+    put_ttl(h, "lost");
+    th_info("fixture-clear-faults");
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.clock_local, 0);
+    ASSERT_EQ(st.clock_fallbacks, 1);
     lmca_close(h);
 }
 
@@ -660,6 +692,7 @@ TEST_LIST = {
     T(an_overloaded_device_is_not_a_busy_key),
     T(a_moment_of_device_overload_is_waited_out_on_the_same_record),
     T(with_no_clock_record_a_handle_places_alone_at_an_eighth),
+    T(a_lost_nodes_clock_records_are_passed_over_for_backpressure_ms),
     T(writers_with_different_ttls_share_one_clock),
     T(a_put_due_past_max_put_wait_is_dropped_not_held),
     T(a_burst_past_max_put_wait_is_dropped_before_it_takes_places),
