@@ -216,6 +216,18 @@ def test_device_problems_and_notes():
                                    settings(600))[0] == []
 
 
+def test_the_write_queue_is_every_devices():
+    # Four files of 64 MiB queue as much as one of 256 MiB: no problem.
+    four = device(**{f"storage-engine_dot_file[{i}]": f"/data/{i}.dat" for i in range(4)},
+                  **{"storage-engine_dot_max__write__cache": 64 << 20})
+    assert four.devices == 4
+    assert not any("max-write-cache" in p for p in probe.eviction_problems([four], settings(600))[0])
+    two = device(**{f"storage-engine_dot_file[{i}]": f"/data/{i}.dat" for i in range(2)},
+                 **{"storage-engine_dot_max__write__cache": 64 << 20})
+    assert any("max-write-cache (now 64.0 MiB on each of 2 devices)" in p
+               for p in probe.eviction_problems([two], settings(600))[0])
+
+
 def test_files_read_through_the_page_cache_are_noted():
     files = {"storage-engine_dot_file[0]": "/data/lmcache-0.dat"}
     cached = device(**files, **{"storage-engine_dot_direct__files": "false"})

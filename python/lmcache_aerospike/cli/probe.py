@@ -372,9 +372,13 @@ def eviction_rate(v: server.NodeNamespace,
 
 def _device_checks(v: server.NodeNamespace, where: str, problems: list[str],
                    out_notes: list[str]) -> None:
-    if v.max_write_cache is not None and v.max_write_cache < MIN_WRITE_CACHE:
+    # The write queue is the devices' together: max-write-cache times the devices
+    # (ssd_init: storage_max_write_q = n_ssds x max-write-cache / 8 MiB).
+    devices = v.devices or 1
+    if v.max_write_cache is not None and v.max_write_cache * devices < MIN_WRITE_CACHE:
+        each = f" on each of {devices} devices" if devices > 1 else ""
         problems.append(f"{where}: writes will fail with device overload under load; raise "
-                        f"max-write-cache (now {output.size(v.max_write_cache)})")
+                        f"max-write-cache (now {output.size(v.max_write_cache)}{each})")
     if v.post_write_cache is not None:
         out_notes.append(f"node {v.node}: post-write-cache {output.size(v.post_write_cache)} "
                          f"(recently written blocks kept in memory)")
