@@ -28,6 +28,7 @@ Markdown, with provenance) and a figure go to --out.
     .venv/bin/python bench/cache/scale_bench.py --hosts 127.0.0.1:3500 --node ssd \\
         --chunks 256K,1M,4M --writers 4 --factor 3 --device-dir /var/tmp/lmca \\
         --out bench/results/records/scale-$(date +%F)
+    .venv/bin/python bench/cache/scale_bench.py --redraw DIR   # its Markdown and figure
 """
 
 import argparse
@@ -45,6 +46,8 @@ TOP = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(TOP, "python"))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
+
+from lmcache_aerospike.cli import size  # noqa: E402
 
 import cache_cluster as cluster  # noqa: E402
 from cache_backends import Ours  # noqa: E402
@@ -246,6 +249,17 @@ def one_size(a, chunk, dfile, rng):
     return result
 
 
+def model_check(r):
+    """What `lmcache-aerospike size` says the chunks held at the end cost (its
+    records, their index bytes and device bytes, cache_fill's md-less puts),
+    beside what the namespace said: (predicted index, measured, predicted data,
+    measured)."""
+    layout = size.chunk_layout(r["chunk_bytes"], md=False, max_record_size=8 << 20)
+    chunks = r["fill"]["held_bytes"] // r["chunk_bytes"]
+    return (chunks * layout["records"] * size.INDEX_BYTES, r["dram"]["index_end"],
+            chunks * layout["device_bytes"], r["dram"]["data_used_end"])
+
+
 def markdown(doc):
     p = doc["provenance"]
     lines = ["# Capacity beyond memory: a device namespace read directly\n",
@@ -281,17 +295,83 @@ def markdown(doc):
             f"({r['dram']['index_end'] / 2**20:.2f}) | "
             f"{r['dram_per_gib_held'] / 2**20:.1f} MiB | {r['device_bytes_per_stored_byte']} "
             f"({r['defrag_share']}) | {r['touch_bytes_per_stored_byte']} |")
+    lines += ["", "What `lmcache-aerospike size` predicts for the chunks held at the end (the "
+                  "records its plan gives, 64 bytes of index each, its device bytes a chunk), "
+                  "beside the namespace's own index_used_bytes and data_used_bytes:", "",
+              "| chunk | chunks held | index predicted / measured | device bytes predicted / "
+              "measured |", "|---|---|---|---|"]
+    for r in doc["runs"]:
+        pi, mi, pd, md = model_check(r)
+        lines.append(f"| {r['chunk_bytes'] >> 10} KiB | "
+                     f"{r['fill']['held_bytes'] // r['chunk_bytes']:,} | "
+                     f"{pi / 2**20:.2f} / {mi / 2**20:.2f} MiB ({pi / max(1, mi):.3f}) | "
+                     f"{pd / GiB:.2f} / {md / GiB:.2f} GiB ({pd / max(1, md):.3f}) |")
     return "\n".join(lines) + "\n"
 
 
+def figure(doc, path):
+    """scale.png: per chunk size, the hit's latency beside the disk's own direct
+    read (p50, bars to p99), and the store rate beside the disk's direct write;
+    False (and a line on stderr) when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # no display on a benchmark machine
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (.venv/bin/pip install -r "
+              "bench/requirements-bench.txt): scale.png not written", file=sys.stderr)
+        return False
+    runs = doc["runs"]
+    labels = [f"{r['chunk_bytes'] >> 10} KiB" for r in runs]
+    xs = range(len(runs))
+    fig, (lat, rate) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for k, (who, name) in enumerate((("ours", "a hit (pool get)"),
+                                     ("device", "the disk's O_DIRECT pread"))):
+        p50 = [r["hits"][who]["p50_ms"] for r in runs]
+        p99 = [r["hits"][who]["p99_ms"] - v for r, v in zip(runs, p50)]
+        lat.bar([x + (k - 0.5) * 0.38 for x in xs], p50, 0.38, yerr=[[0] * len(runs), p99],
+                capsize=3, label=name)
+    lat.set_xticks(list(xs), labels)
+    lat.set_ylabel("ms (p50, bar to p99)")
+    lat.set_title("hit latency beside the disk's own read")
+    lat.legend(fontsize=8)
+    for k, (value, name) in enumerate((
+            (lambda r: r["fill"]["mb_per_s"], "stores (4 writer processes)"),
+            (lambda r: r["disk"]["write_Bps"] / 1e6, "the disk's O_DIRECT write"),
+            (lambda r: r["disk"]["write_dsync_Bps"] / 1e6, "... with O_DSYNC"))):
+        rate.bar([x + (k - 1) * 0.27 for x in xs], [value(r) for r in runs], 0.27, label=name)
+    rate.set_xticks(list(xs), labels)
+    rate.set_ylabel("MB/s")
+    rate.set_title("store rate beside the disk's own write")
+    rate.legend(fontsize=8)
+    ns = doc["namespace"]
+    fig.suptitle(f"{ns['bytes'] / GiB:.0f} GiB device namespace, direct-files "
+                 f"{ns['direct_files']}, disable-odsync {ns['disable_odsync']}, "
+                 f"{doc['runs'][0]['fill']['factor']:g}x its capacity offered; "
+                 f"{doc['provenance']['machine']}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
 def main(argv=None):
+    if argv is None and sys.argv[1:2] == ["--redraw"]:  # a record's Markdown and figure again
+        out = sys.argv[2]
+        with open(os.path.join(out, "scale.json")) as f:
+            doc = json.load(f)
+        record.write(out, "scale", doc, markdown(doc))
+        figure(doc, os.path.join(out, "scale.png"))
+        return
     a = options(argv)
     rng = random.Random(1)
-    prov = record.provenance(hosts=a.hosts, namespace=a.namespace, packages=())
     dfile = device_direct.DirectFile(
         os.path.join(a.device_dir, "device-direct.dat"), device_direct.parse_size(a.device_file_size))
     try:
         fresh_node(a)
+        # After the start: the server's build is asked of it.
+        prov = record.provenance(hosts=a.hosts, namespace=a.namespace, packages=())
         kv = namespace(a)
         files = sum(1 for k in kv if k.startswith("storage-engine.file[") and k.endswith("].age"))
         ns = {"files": files, "bytes": int(kv.get("data_total_bytes", 0)),
@@ -306,6 +386,7 @@ def main(argv=None):
            "capacity_bytes": runs[0]["fill"]["capacity_bytes"] if runs else None, "runs": runs}
     os.makedirs(a.out, exist_ok=True)
     record.write(a.out, "scale", doc, markdown(doc))
+    figure(doc, os.path.join(a.out, "scale.png"))
     print(markdown(doc))
 
 

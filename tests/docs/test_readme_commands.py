@@ -1,5 +1,5 @@
 """Every command line of the README runs as written against the test server (the
-seed hosts pointed at it): the demo, probe and stats; `lmcache server` is parsed by
+seed hosts pointed at it): the demo, probe, size and stats; `lmcache server` is parsed by
 LMCache's own server parser and its --l2-adapter by LMCache's own config code (the
 adapter itself runs in tests/glue/test_readme.py); the install lines name extras the
 package has; the setup and test commands are what .ci/run runs. SGLang's launch
@@ -20,7 +20,7 @@ from tests.docs.readme_commands import ROOT, argv, commands, sample_output
 CLI = os.path.join(os.path.dirname(sys.executable), "lmcache-aerospike")
 KNOWN = ("pip install", "scripts/bootstrap.sh", "make test", "AEROSPIKE_TEST_HOSTS=",
          "lmcache server", "--l2-adapter", "python -m sglang.launch_server",
-         "lmcache-aerospike probe", "lmcache-aerospike stats")
+         "lmcache-aerospike probe", "lmcache-aerospike stats", "lmcache-aerospike size")
 
 
 def of(prefix):
@@ -81,6 +81,13 @@ def test_probe_runs_as_written(aerospike_hosts):
     # 0: nothing wrong; 1: problems named (the test server is no cache recipe).
     assert done.returncode in (0, 1), done.stdout + done.stderr
     assert "problems:" in done.stdout
+
+
+def test_size_runs_as_written():
+    (line,) = of("lmcache-aerospike size")
+    done = run([CLI, *argv(line)[1:]])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "index RAM" in done.stdout and "direct-files true" in done.stdout
 
 
 def test_stats_runs_as_written_on_the_readmes_yaml(aerospike_hosts, tmp_path):

@@ -35,8 +35,8 @@ INLINE_OVERHEAD = 164      # a one-record chunk's meta record besides its payloa
 # (lmcache/v1/protocol.py:81-87, init_remote_metadata_info, 0.5.6).
 MD_BYTES = 28
 # The server's DRAM besides the index and the write caches: its own heap,
-# buffers and threads (asd's RSS with an empty device namespace).
-SERVER_BASE_BYTES = 160 << 20
+# buffers and threads (asd's RSS with one empty device namespace, 8.1.2.0: 192 MiB).
+SERVER_BASE_BYTES = 192 << 20
 WBLOCK = 8 << 20
 # A namespace's devices or files on a node: at most 128, of at most 2 TiB each
 # (AS_STORAGE_MAX_DEVICES, AS_STORAGE_MAX_DEVICE_SIZE in as/include/storage/storage.h).
