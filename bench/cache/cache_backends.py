@@ -94,7 +94,7 @@ class Ours:
                        "dropped_unsent", "dropped_unreachable", "dropped_paced", "full",
                        "puts_aborted", "torn", "corrupt", "puts_paced", "clock_reservations",
                        "clock_resets", "clock_local", "clock_fallbacks", "clock_busy", "clock_overloaded",
-                       "hits_touched",
+                       "hits_touched", "hits_unbudgeted", "touch_bytes",
                        "hits_fresh", "touches_failed", "mends")
 
     def __init__(self, settings, timeout=120.0):
