@@ -138,6 +138,9 @@ typedef struct lmca_config {
     uint32_t max_put_wait_ms;       /* the longest a put waits for its place on the
                                        shared clock (NSUP's pace: lmca_put_pace);
                                        one due later is dropped (dropped_paced);
+                                       also the longest, from lmca_put_begin, a
+                                       put retries writes refused for load
+                                       (dropped_busy; lmca_put_backoff);
                                        0 = never waits; default 2000 */
     uint32_t records_per_void_second; /* most records in one second of void time
                                        (lmca_eviction_t.per_second); 0 = derived
@@ -598,7 +601,7 @@ typedef struct lmca_put_s {
        clock of stores that lmca_put_pace paces by, and its backpressure state
        (lmca_put_backoff) */
     uint64_t void_at, pace_at;
-    uint64_t deadline_ms;
+    uint64_t begun_ms, deadline_ms;
     uint32_t refusals;
     bool dropped, paced;
 } lmca_put_t;
@@ -619,7 +622,8 @@ LMCA_EXTERN int lmca_put_begin(lmca_t *h, lmca_put_t *p, lmca_err_t *err);
  * give up: any other status, or backpressure_ms spent since the first refusal
  * (up to three times that while other puts of the handle land: the
  * namespace is evicting, this put lost the race for the room), or the
- * namespace known to be full. A put given up on a refusal is counted
+ * namespace known to be full; refused for load (LMCA_EBUSY), also
+ * max_put_wait_ms spent since lmca_put_begin. A put given up on a refusal is counted
  * once as dropped (lmca_stats_t), and a WARNING naming the cause and the
  * setting to change is logged at most once a minute. Thread-safe: the
  * segments of one put may call it from several threads.

@@ -16,7 +16,10 @@
 # keeps as .orig.tar.*; GitHub and openssl.org are not reachable from CI) and
 # PyPI (the C client inside the official Python client's sdist, as scripts/deps.sh
 # does). Downloads stay in .deps/sources, the built libraries in .deps/cross/<arch>
-# with a stamp of what made them: a second run does nothing.
+# with a stamp of what made them: a second run does nothing. A build is also kept
+# in LMCA_BUILD_CACHE (default ~/.cache/lmcache-aerospike) under its stamp, so a
+# fresh clone on a machine that built it once copies it (CI's clean clone spent
+# 10 minutes here); LMCA_BUILD_CACHE= turns that off.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 arch=${1:?usage: $0 x86_64|aarch64}
@@ -55,6 +58,13 @@ zigver=$("$zig" version)
 # script) rebuilds.
 stamp="$out/.built-$( (echo "glibc$GLIBC zig$zigver"; cat "$0") | sha256sum | cut -c1-16)"
 [ -f "$stamp" ] && exit 0
+cache=${LMCA_BUILD_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/lmcache-aerospike}
+kept=${cache:+$cache/cross-$arch-$(basename "$stamp")}
+if [ -n "$kept" ] && [ -f "$kept/$(basename "$stamp")" ]; then
+    rm -rf "$out" && mkdir -p "$(dirname "$out")" && cp -r "$kept" "$out"
+    echo "cross-deps: $arch: copied from $kept" >&2
+    exit 0
+fi
 
 "$top/scripts/install-debian-deps.sh" wheels
 
@@ -179,3 +189,8 @@ step libaerospike build_aerospike
 cd "$top"
 rm -rf "$work"
 touch "$stamp"
+if [ -n "$kept" ] && mkdir -p "$cache" 2>/dev/null; then
+    # Copied whole, then renamed: a half-written copy is never taken for one.
+    rm -rf "$kept.part" && cp -r "$out" "$kept.part" && rm -rf "$kept" && mv "$kept.part" "$kept" ||
+        echo "cross-deps: could not keep a copy in $cache" >&2
+fi

@@ -109,8 +109,9 @@ class Settings:
             "-1 = never (touch_on_hit moves hits instead); lookups never touch")
     backpressure_ms: int = _engine(
         5000, "how long a store retries writes the server refuses for space (stop-writes "
-              "while NSUP evicts) or load (device overload), with jittered backoff, before "
-              "it is dropped (counted, never raised into LMCache); 0 = no retry")
+              "while NSUP evicts) or load (device overload; at most max_put_wait_ms from "
+              "its start), with jittered backoff, before it is dropped (counted, never "
+              "raised into LMCache); 0 = no retry")
     full_recheck_ms: int = _engine(
         1000, "after a store waited its whole backpressure_ms on stop-writes, stores are "
               "dropped without a round trip for this long, then one looks again")
@@ -121,7 +122,9 @@ class Settings:
     max_put_wait_ms: int = _engine(
         2000, "the longest a store waits for its place on the clock every writer shares "
               "(NSUP's pace); one due later is dropped (counted, never raised into "
-              "LMCache); 0 = never waits")
+              "LMCache); also the longest a store, from its start, retries writes refused "
+              "for load (a device's full write queue) before it is dropped; 0 = never waits "
+              "for its place, and load is retried for backpressure_ms")
     records_per_void_second: int = _engine(
         0, "most records in one second of void time (NSUP evicts whole seconds and "
            "refuses one above its per-cycle target); 0 = half of that target, derived "

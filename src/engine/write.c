@@ -98,6 +98,7 @@ lmca_put_begin(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
        the gate): placing may take a round trip, and begin does no I/O. */
     p->void_at = 0;
     lmca__cache_planned(h, plan.nseg > 1 ? plan.nseg + 1 : 1, p->len);
+    p->begun_ms = lmca__mono_ms();
     p->deadline_ms = 0;
     p->refusals = 0;
     p->dropped = p->paced = false;

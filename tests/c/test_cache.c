@@ -323,6 +323,40 @@ TEST(a_put_refused_past_its_budget_is_dropped_by_cause_and_leaves_nothing)
     lmca_close(h);
 }
 
+/* Load is bounded by max_put_wait_ms from the put's begin, whatever
+   backpressure_ms allows: a stalled disk must not hold LMCache's buffer. */
+TEST(a_put_refused_for_load_waits_max_put_wait_ms_in_all)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    const char *key = th_key("stalled");
+    uint8_t buf[100] = {4};
+    uint64_t t0, took;
+
+    th_need_fixture("fault injection");
+    th_info("fixture-reset");
+    th_config(&cfg, "lmcache");
+    cfg.backpressure_ms = 5000;
+    cfg.max_put_wait_ms = 400;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    th_fault("kind=result;code=18;op=write");
+    t0 = th_now_ms();
+    ASSERT_RC(lmca_put(h, key, buf, sizeof buf, NULL, &err), LMCA_EBUSY, &err);
+    took = th_now_ms() - t0;
+    th_info("fixture-clear-faults");
+    ASSERT(took >= 380 && took < 2000); /* 5 s of backpressure_ms before */
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.dropped_busy, 1);
+    ASSERT(st.write_retries >= 2);
+    ASSERT_CONTAINS(th_log(), "max_put_wait_ms=400");
+    /* Space is NSUP's to free: stop-writes still waits its backpressure_ms. */
+    th_fault("kind=result;code=8;op=write;count=1");
+    ASSERT_RC(lmca_put(h, th_key("full-once"), buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    lmca_close(h);
+}
+
 TEST(a_namespace_that_stays_full_drops_stores_unsent_and_looks_again)
 {
     lmca_t *h;
@@ -552,6 +586,7 @@ TEST_LIST = {
     T(every_record_of_a_chunk_is_due_in_one_second),
     T(refused_writes_are_tried_again_until_they_land),
     T(a_put_refused_past_its_budget_is_dropped_by_cause_and_leaves_nothing),
+    T(a_put_refused_for_load_waits_max_put_wait_ms_in_all),
     T(a_namespace_that_stays_full_drops_stores_unsent_and_looks_again),
     T(a_stripe_out_of_space_drops_its_put_alone),
     T(a_refused_put_waits_on_while_others_land),

@@ -644,7 +644,7 @@ TEST(refused_puts_wait_in_the_queue_and_leave_the_worker_to_gets)
     ASSERT_RC(lmca_put(h, get_key[0], small, sizeof small, NULL, &err), LMCA_OK, &err);
     ASSERT_RC(lmca_pool_open(h, 1, &p, &err), LMCA_OK, &err);
     th_fill(big, put_len[0], 3);
-    ASSERT(strcmp(th_info("fixture-fault:kind=result;code=18;op=write;count=25"), "ok") == 0);
+    ASSERT(strcmp(th_info("fixture-fault:kind=result;code=18;op=write;count=8"), "ok") == 0);
     set_id = submit(p, LMCA_OP_SET, 1, put_key, put_buf, put_len);
     for (int i = 0; i < 200; i++) { /* until the put has been refused once */
         lmca_stats(h, &st);
