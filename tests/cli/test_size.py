@@ -95,6 +95,22 @@ def test_bandwidth_for_a_rate_of_stores_and_hits(capsys):
     assert n["hit_read_Bps"] == pytest.approx(1000 * r["chunk_bytes"] / 4)
 
 
+def test_nsups_cut_is_as_fine_as_the_writes_allow(capsys):
+    """evict-tenths-pct: four times a second's writes (stores and the moves the
+    touch budget allows) over the records a node holds, from 1 % to the recipe's
+    30 %; without a rate, the recipe's."""
+    base = [*LLAMA_8B, "--tokens", "10M", "--nodes", "4", "--replication-factor", "2"]
+    r = planned(capsys, *base, "--stores-per-second", "100")
+    records = r["per_node"]["records"]
+    written = 100 * r["chunk"]["records"] * 2 / 4 * 2  # moves as many as stores
+    assert r["evict_tenths_pct"] == max(10, -(-4000 * written // records))
+    assert f"evict-tenths-pct {r['evict_tenths_pct']}" in r["settings"]
+    assert 10 < r["evict_tenths_pct"] < 300
+    assert planned(capsys, *base)["evict_tenths_pct"] == 300
+    assert planned(capsys, *base, "--stores-per-second", "0.001")["evict_tenths_pct"] == 10
+    assert planned(capsys, *base, "--stores-per-second", "1e9")["evict_tenths_pct"] == 300
+
+
 def test_a_hugging_face_config_gives_the_shape(capsys, tmp_path):
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps({"num_hidden_layers": 28, "num_attention_heads": 28,

@@ -41,6 +41,7 @@ WBLOCK = 8 << 20
 # A namespace's devices or files on a node: at most 128, of at most 2 TiB each
 # (AS_STORAGE_MAX_DEVICES, AS_STORAGE_MAX_DEVICE_SIZE in as/include/storage/storage.h).
 MAX_DEVICES = 128
+RECIPE_EVICT_TENTHS = 300  # the README's recipe: NSUP cuts 30 % a cycle
 MAX_DEVICE_BYTES = 2 << 40
 
 DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2,
@@ -242,6 +243,7 @@ def plan(shape: dict[str, Any], *, tokens: int, nodes: int, rf: int, evict_pct: 
     caches = files * (write_cache + post_cache)
     store_write = stores * layout["device_bytes"] * rf / nodes
     touch_write = store_write * touch_pct / 100
+    tenths = evict_tenths(records, stores * layout["records"] * rf / nodes * (1 + touch_pct / 100))
     return {
         "model": shape, "tokens": tokens, "chunk_bytes": chunk, "chunk": layout,
         "chunks": chunks, "nodes": nodes, "replication_factor": rf,
@@ -258,16 +260,30 @@ def plan(shape: dict[str, Any], *, tokens: int, nodes: int, rf: int, evict_pct: 
             "hit_read_Bps": hits * chunk / nodes,
             "nsup_records_per_second": stores * layout["records"] * rf / nodes,
         },
-        "settings": settings_for(evict_pct, files, write_cache, post_cache, device),
+        "evict_tenths_pct": tenths,
+        "settings": settings_for(evict_pct, tenths, files, write_cache, post_cache, device),
         "problems": problems,
     }
 
 
-def settings_for(evict_pct: int, files: int, write_cache: int, post_cache: int,
+def evict_tenths(records: int, written_per_second: float) -> int:
+    """evict-tenths-pct for a node holding `records` that stores and moves
+    `written_per_second` records: NSUP's cut a cycle is that share of the records,
+    and the namespace holds between the cut and all of its capacity, so the cut
+    is as fine as the writes allow. The engine's clock gives a second of void
+    time half a cut, so a cut must be twice a second's writes, and twice again
+    for bursts. Without a rate, the recipe's 300 (a 2 GiB namespace's: every
+    size from there up keeps pace with it, holding 70-100 % of its capacity)."""
+    if written_per_second <= 0 or records <= 0:
+        return RECIPE_EVICT_TENTHS
+    return max(10, min(RECIPE_EVICT_TENTHS, math.ceil(4000 * written_per_second / records)))
+
+
+def settings_for(evict_pct: int, tenths: int, files: int, write_cache: int, post_cache: int,
                  device: int) -> list[str]:
     """The namespace lines (the README's device recipe) for these sizes."""
     each = math.ceil(device / files / WBLOCK) * WBLOCK
-    return (["nsup-period 1", "evict-hist-buckets 1000000", "evict-tenths-pct 300",
+    return (["nsup-period 1", "evict-hist-buckets 1000000", f"evict-tenths-pct {tenths}",
              "default-ttl 0", "max-record-size 8M", "storage-engine device {"]
             + [f"    file /data/lmcache-{i}.dat   # or: device /dev/nvme{i}n1"
                for i in range(files)]
@@ -317,7 +333,10 @@ def _print(r: dict[str, Any]) -> None:
         ("  device writes", f"{rate(n['store_write_Bps'])} for stores, up to "
                             f"{rate(n['touch_write_Bps'])} for touches"),
         ("  device reads", f"{rate(n['hit_read_Bps'])} for hits"),
-        ("  NSUP evicts", f"{n['nsup_records_per_second']:,.0f} records a second"),
+        ("  NSUP evicts", f"{n['nsup_records_per_second']:,.0f} records a second; a cycle's cut "
+                          f"{r['evict_tenths_pct'] / 10:g} % (evict-tenths-pct "
+                          f"{r['evict_tenths_pct']}: the namespace holds "
+                          f"{100 - r['evict_tenths_pct'] / 10:g}-100 % of its capacity)"),
     ])
     print("namespace settings (each node):")
     for line in r["settings"]:
