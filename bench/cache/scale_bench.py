@@ -254,7 +254,10 @@ def model_check(r):
     records, their index bytes and device bytes, cache_fill's md-less puts),
     beside what the namespace said: (predicted index, measured, predicted data,
     measured)."""
-    layout = size.chunk_layout(r["chunk_bytes"], md=False, max_record_size=8 << 20)
+    planned = {k: int(v) for k, v in (kv.split("=", 1) for kv in r["fill"].get("settings", []))
+               if k in ("target_segment_bytes", "max_segment_bytes", "min_segment_bytes",
+                        "single_record_threshold_bytes")}  # what the writers planned with
+    layout = size.chunk_layout(r["chunk_bytes"], md=False, max_record_size=8 << 20, **planned)
     chunks = r["fill"]["held_bytes"] // r["chunk_bytes"]
     return (chunks * layout["records"] * size.INDEX_BYTES, r["dram"]["index_end"],
             chunks * layout["device_bytes"], r["dram"]["data_used_end"])

@@ -201,9 +201,10 @@ def record_bytes(payload: int, overhead: int) -> int:
     return -(-(payload + overhead) // RBLOCK) * RBLOCK
 
 
-def chunk_layout(chunk: int, md: bool, max_record_size: int) -> dict[str, int]:
-    """A chunk's records and their device bytes, one copy, as the engine plans it."""
-    nseg, seg_b, last_b = _native.plan_chunk(chunk, max_record_size=max_record_size)
+def chunk_layout(chunk: int, md: bool, max_record_size: int, **settings: Any) -> dict[str, int]:
+    """A chunk's records and their device bytes, one copy, as the engine plans it
+    (with these engine settings, e.g. target_segment_bytes)."""
+    nseg, seg_b, last_b = _native.plan_chunk(chunk, max_record_size=max_record_size, **settings)
     md_bytes = MD_BYTES if md else 0
     if nseg == 1:
         return {"records": 1, "segments": 0, "device_bytes":
