@@ -214,6 +214,40 @@ open_with_segmented(lmca_t **h, const char *key, uint32_t seed, size_t *len)
     return buf;
 }
 
+/* A chunk whose meta record was read but whose segments timed out is a miss
+   to the caller and still a use: it moves as a hit does. */
+TEST(a_chunk_whose_segments_timed_out_still_moves)
+{
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    char reckey[LMCA_KEY_MAX + 16], rule[160];
+    const char *key = th_key("stalled"), *last;
+    size_t len, got;
+    uint8_t *buf, *out;
+    uint32_t before;
+
+    th_need_fixture("fault injection");
+    buf = open_with_segmented(&h, key, 6, &len);
+    out = malloc(len);
+    last = store(h, 3);
+    before = ttl_of(h, key);
+    ASSERT(before < ttl_of(h, last));
+    snprintf(reckey, sizeof reckey, "%s|s|1", key);
+    snprintf(rule, sizeof rule, "kind=result;code=9;op=read;digest=%s",
+             th_digest_hex(TH_SET, reckey));
+    th_fault(rule);
+    ASSERT_RC(lmca_get(h, key, out, len, &got, NULL, &err), LMCA_ETIMEOUT, &err);
+    th_info("fixture-clear-faults");
+    ASSERT_RC(lmca_touch_hits(h, &err), LMCA_OK, &err);
+    lmca_stats(h, &st);
+    ASSERT(st.hits_touched >= 1);
+    ASSERT(ttl_of(h, key) > ttl_of(h, last)); /* past the newest store */
+    free(buf);
+    free(out);
+    lmca_close(h);
+}
+
 TEST(every_record_of_a_hit_chunk_moves_with_it)
 {
     lmca_t *h = NULL;
@@ -555,6 +589,7 @@ TEST_LIST = {
     T(every_record_of_a_hit_chunk_moves_with_it),
     T(a_hit_behind_the_head_is_moved_however_near),
     T(fresh_hits_pinned_chunks_and_lookups_touch_nothing),
+    T(a_chunk_whose_segments_timed_out_still_moves),
     T(touch_on_hit_off_moves_nothing),
     T(the_pool_moves_its_gets_hits_once_idle),
     T(a_touch_refused_for_good_is_counted_and_dropped),
