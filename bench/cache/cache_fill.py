@@ -175,6 +175,7 @@ def writer(w, a, settings, plan, shared):
     its engine's counters, handed to `shared` at the end."""
     conn = _native.Connector(**settings)
     buf, stores, reads, rss = bytearray(a.chunk), [], [], [rss_mib()]
+    read_errors = []  # warm reads that failed (a miss to the caller): why
     shared.connected()
     shared.wait_start()
     last = time.monotonic()
@@ -197,8 +198,9 @@ def writer(w, a, settings, plan, shared):
             wkey = f"{plan['tag']}/warm/{j}"
             try:
                 got = conn.get(wkey, buf)
-            except _native.Error:  # a read that failed is a miss to its caller
+            except _native.Error as e:  # a read that failed is a miss to its caller
                 got = None
+                read_errors.append(e.name)
             reads.append((time.monotonic(), g, got is not None and buf == payload(wkey, a.chunk), j))
         if w == 0 and time.monotonic() - last >= a.interval:
             last = time.monotonic()
@@ -206,7 +208,8 @@ def writer(w, a, settings, plan, shared):
             progress_row(conn, a, plan, g, rss[-1])
     rss.append(rss_mib())
     # The wall clock it ran on (time.time(): faked under --writer-clock), for the report.
-    shared.finish({"w": w, "stores": stores, "reads": reads, "rss": rss, "stats": conn.stats(),
+    shared.finish({"w": w, "stores": stores, "reads": reads, "read_errors": read_errors,
+                   "rss": rss, "stats": conn.stats(),
                    "wall_s": time.time()})
     conn.close()
 
@@ -291,6 +294,7 @@ def figures(run, results, hit, wrong):
         "tenths": [round(sum(alive[j:j + tenth]) / tenth, 2) for j in range(0, tenth * 10, tenth)],
         "warm": {"size": run["warm"], "reads_after_first_capacity": len(reads),
                  "hit": sum(reads), "alive": sum(hit[k] for k in warm_keys),
+                 "read_errors": fig.count([n for r in results for n in r.get("read_errors", [])]),
                  # where the misses were, in stores offered (events are in `events`)
                  "missed_at": sorted(g for r in results for _, g, ok, _ in r["reads"]
                                      if g >= cap_chunks and not ok),
@@ -384,7 +388,8 @@ def print_report(s):
     w = s["warm"]
     if w["size"]:
         print(f"warm set of {w['size']}: {w['hit']} / {w['reads_after_first_capacity']} reads "
-              f"hit after the first capacity; {w['alive']} / {w['size']} alive at the end")
+              f"hit after the first capacity; {w['alive']} / {w['size']} alive at the end"
+              + (f"; reads that failed: {w['read_errors']}" if w.get("read_errors") else ""))
         for j, seen in w["lost"].items():
             print(f"warm chunk {j} lost: reads (% of offered, hit) "
                   + " ".join(f"{100 * g / s['offered']:.0f}{'+' if ok else '-'}" for g, ok in seen))

@@ -234,7 +234,8 @@ def test_the_fill_figures_follow_the_order_the_stores_returned():
         {"w": 0, "stores": stores0, "reads": [(5.0, 9, True, 0), (30.0, 15, True, 1)],
          "rss": [20, 22], "stats": {"clock_reservations": 8, "clock_local": 1,
                                     "dropped_paced": 1}},
-        {"w": 1, "stores": stores1, "reads": [(31.0, 19, False, 1)], "rss": [21, 23],
+        {"w": 1, "stores": stores1, "reads": [(31.0, 19, False, 1)], "read_errors": ["ETIMEOUT"],
+         "rss": [21, 23],
          "stats": {"clock_reservations": 4, "clock_fallbacks": 2, "clock_busy": 1,
                    "dropped_full": 3}},
     ]
@@ -250,8 +251,9 @@ def test_the_fill_figures_follow_the_order_the_stores_returned():
     assert (s["after_first_capacity"], s["failed_after_first_capacity"]) == (10, 0)
     assert s["newest_fifth"] == 0.5 and s["oldest_fifth"] == 0.0
     assert s["tenths"] == [0.0] * 5 + [1.0] * 4 + [0.5]
-    # Warm chunk 1, lost by the end, hit at 15 and missed at 19.
+    # Warm chunk 1, lost by the end, hit at 15 and missed at 19, its read failed.
     assert s["warm"] == {"size": 2, "reads_after_first_capacity": 2, "hit": 1, "alive": 1,
+                         "read_errors": {"ETIMEOUT": 1},
                          "missed_at": [19], "lost": {"1": [[15, True], [19, False]]}}
     assert s["held_bytes"] == 10 * chunk and s["held_of_capacity"] == 1.0
     assert s["dropped"] == {"dropped_full": 3, "dropped_busy": 0, "dropped_unsent": 0,
