@@ -128,6 +128,20 @@ fresh(lmca_t *h, const lmca_meta_t *meta)
     return due + FRESH_US > lmca__clock_head(h) + line;
 }
 
+/* Whether a chunk read (or looked up) with this meta record moves: not pinned,
+   not never-expiring, not fresh (counted). */
+static bool
+moves(lmca_t *h, const lmca_meta_t *meta)
+{
+    if (meta->pin || meta->ttl == UINT32_MAX)
+        return false;
+    if (fresh(h, meta)) {
+        LMCA__COUNT(h, hits_fresh);
+        return false;
+    }
+    return true;
+}
+
 /* Takes the queue; NULL when empty. */
 static lmca__hit **
 take(lmca_t *h, size_t *n)
@@ -331,16 +345,48 @@ due_now(lmca_t *h, lmca__hit **q, size_t n)
     return kept;
 }
 
+/* Looks up the hits whose read failed before their meta record came (nseg 0),
+   without payload: one there takes the meta record's shape, one gone (a true
+   miss), pinned or fresh is dropped, one whose lookup fails in passing goes
+   again later. Those to move are put first: returns how many. */
+static size_t
+look_up_unsure(lmca_t *h, lmca__hit **q, size_t n)
+{
+    size_t ready = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        lmca__hit *hit = q[i];
+        if (hit->nseg == 0) {
+            lmca_meta_t meta = {0};
+            lmca_err_t err = {0};
+            int rc = lmca_stat(h, hit->key, &meta, &err);
+            bool move = rc == LMCA_OK && moves(h, &meta);
+            if (move) {
+                hit->nseg = meta.nseg;
+                hit->bytes = meta.tot_b;
+            }
+            hit->again = !move && passing(rc);
+            lmca_meta_clear(&meta);
+            if (!move)
+                continue;
+        }
+        q[i] = q[ready];
+        q[ready++] = hit;
+    }
+    return ready;
+}
+
 int
 lmca_touch_hits(lmca_t *h, lmca_err_t *err)
 {
-    size_t n;
+    size_t n, ready;
     lmca__hit **q = take(h, &n);
     uint64_t now;
     int rc;
 
     n = q ? due_now(h, q, n) : 0;
-    rc = n > 0 ? touch(h, q, n, err) : LMCA_OK;
+    ready = n > 0 ? look_up_unsure(h, q, n) : 0;
+    rc = ready > 0 ? touch(h, q, ready, err) : LMCA_OK;
     now = lmca__mono_ms();
     for (size_t i = 0; i < n; i++) {
         if (q[i]->again && q[i]->failed_ms == 0)
@@ -367,24 +413,18 @@ lmca__touch_hits_due(lmca_t *h)
         lmca_touch_hits(h, NULL);
 }
 
-void
-lmca__hit_found(lmca_t *h, const char *key, const lmca_meta_t *meta)
+/* Queues a move of `key` (nseg 0: not known yet, looked up before the move). */
+static void
+queue_hit(lmca_t *h, const char *key, uint32_t nseg, uint64_t bytes)
 {
     size_t len = strlen(key) + 1;
     lmca__hit *hit;
     bool full;
 
-    if (!h->cfg.touch_on_hit || h->cfg.default_ttl_seconds <= 0 || meta->pin ||
-        meta->ttl == UINT32_MAX)
-        return;
-    if (fresh(h, meta)) {
-        LMCA__COUNT(h, hits_fresh);
-        return;
-    }
     if ((hit = lmca__malloc(sizeof *hit + len)) == NULL)
         return; /* a hint lost, nothing else */
-    hit->nseg = meta->nseg;
-    hit->bytes = meta->tot_b;
+    hit->nseg = nseg;
+    hit->bytes = bytes;
     hit->failed_ms = hit->retry_ms = 0;
     hit->again = false;
     memcpy(hit->key, key, len);
@@ -403,4 +443,18 @@ lmca__hit_found(lmca_t *h, const char *key, const lmca_meta_t *meta)
     pthread_mutex_unlock(&h->hits.lock);
     if (full) /* bounded: the hit that filled the queue touches it */
         lmca_touch_hits(h, NULL);
+}
+
+void
+lmca__hit_found(lmca_t *h, const char *key, const lmca_meta_t *meta)
+{
+    if (h->cfg.touch_on_hit && h->cfg.default_ttl_seconds > 0 && moves(h, meta))
+        queue_hit(h, key, meta->nseg, meta->tot_b);
+}
+
+void
+lmca__hit_unsure(lmca_t *h, const char *key)
+{
+    if (h->cfg.touch_on_hit && h->cfg.default_ttl_seconds > 0)
+        queue_hit(h, key, 0, 0);
 }

@@ -269,6 +269,9 @@ uint64_t lmca__server_now_us(lmca_t *h);
 void lmca__hits_init(lmca_t *h);
 void lmca__hits_destroy(lmca_t *h);
 void lmca__hit_found(lmca_t *h, const char *key, const lmca_meta_t *meta);
+/* A get whose meta record did not come in time (timeout, load, a lost node):
+   a use all the same; looked up off the get path and moved if there. */
+void lmca__hit_unsure(lmca_t *h, const char *key);
 void lmca__touch_hits_due(lmca_t *h);
 
 /* mend.c: from each look at the cluster (every node's answer); asks for a mend

@@ -177,6 +177,9 @@ begin_done(lmca_t *h, lmca_get_t *g, const char *mkey, lmca__meta_reader *r, lmc
            lmca_err_t *err)
 {
     int rc = meta_done(h, g->key, mkey, r, rd, true, err);
+    /* Not read in time is not gone: still a use (lmca_get_segments says why). */
+    if (rc == LMCA_ETIMEOUT || rc == LMCA_EBUSY || rc == LMCA_ECONNECTION)
+        lmca__hit_unsure(h, g->key);
     if (rc == LMCA_OK && rd->nomem)
         rc = lmca__fail(err, LMCA_ENOMEM, 0, "out of memory holding the %zu bytes of \"%s\"",
                         rd->len, g->key);

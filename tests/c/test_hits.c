@@ -248,6 +248,45 @@ TEST(a_chunk_whose_segments_timed_out_still_moves)
     lmca_close(h);
 }
 
+/* A get whose meta record timed out is a miss to the caller and still a use:
+   the chunk is looked up off the get path and moved if it is there; a key that
+   is not there moves nothing. */
+TEST(a_chunk_whose_meta_record_timed_out_is_looked_up_and_moved)
+{
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    char reckey[LMCA_KEY_MAX + 16], rule[160];
+    const char *key = th_key("unread"), *gone = th_key("gone"), *last;
+    lmca_meta_t meta = {0};
+    size_t len, got;
+    uint8_t *buf, *out;
+
+    th_need_fixture("fault injection");
+    buf = open_with_segmented(&h, key, 7, &len);
+    out = malloc(len);
+    last = store(h, 3);
+    ASSERT(ttl_of(h, key) < ttl_of(h, last));
+    for (int i = 0; i < 2; i++) {
+        snprintf(reckey, sizeof reckey, "%s|m", i == 0 ? key : gone);
+        snprintf(rule, sizeof rule, "kind=result;code=9;op=read;count=20;digest=%s",
+                 th_digest_hex(TH_SET, reckey));
+        th_fault(rule);
+    }
+    ASSERT_RC(lmca_get(h, key, out, len, &got, NULL, &err), LMCA_ETIMEOUT, &err);
+    ASSERT_RC(lmca_get(h, gone, out, len, &got, NULL, &err), LMCA_ETIMEOUT, &err);
+    th_info("fixture-clear-faults");
+    ASSERT_RC(lmca_touch_hits(h, &err), LMCA_OK, &err);
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.hits_touched, 1);
+    ASSERT_EQ(st.touches_failed, 0);
+    ASSERT(ttl_of(h, key) > ttl_of(h, last)); /* past the newest store */
+    ASSERT_RC(lmca_stat(h, gone, &meta, &err), LMCA_MISS, &err);
+    free(buf);
+    free(out);
+    lmca_close(h);
+}
+
 TEST(every_record_of_a_hit_chunk_moves_with_it)
 {
     lmca_t *h = NULL;
@@ -590,6 +629,7 @@ TEST_LIST = {
     T(a_hit_behind_the_head_is_moved_however_near),
     T(fresh_hits_pinned_chunks_and_lookups_touch_nothing),
     T(a_chunk_whose_segments_timed_out_still_moves),
+    T(a_chunk_whose_meta_record_timed_out_is_looked_up_and_moved),
     T(touch_on_hit_off_moves_nothing),
     T(the_pool_moves_its_gets_hits_once_idle),
     T(a_touch_refused_for_good_is_counted_and_dropped),
