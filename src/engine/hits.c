@@ -359,14 +359,14 @@ look_up_unsure(lmca_t *h, lmca__hit **q, size_t n)
         if (hit->nseg == 0) {
             lmca_meta_t meta = {0};
             lmca_err_t err = {0};
-            int rc = lmca_stat(h, hit->key, &meta, &err);
+            /* The small bins, judged as stat judges them; md is not wanted. */
+            int rc = lmca__read_small(h, hit->key, &meta, 0, &err);
             bool move = rc == LMCA_OK && moves(h, &meta);
             if (move) {
                 hit->nseg = meta.nseg;
                 hit->bytes = meta.tot_b;
             }
             hit->again = !move && passing(rc);
-            lmca_meta_clear(&meta);
             if (!move)
                 continue;
         }

@@ -170,6 +170,14 @@ begin_read(lmca_get_t *g, lmca__meta_reader *r)
                         .alloc = g->hold && g->buf == NULL, .cb = lmca__meta_bin, .udata = r};
 }
 
+/* A read that failed for time, load or a lost node: the chunk may well be
+   there, and the get is a use all the same (hits.c moves it). */
+static bool
+late(int rc)
+{
+    return rc == LMCA_ETIMEOUT || rc == LMCA_EBUSY || rc == LMCA_ECONNECTION;
+}
+
 /* The verdict on a begun get; keeps a held payload of a valid one-record chunk
    and frees it otherwise. */
 static int
@@ -178,7 +186,7 @@ begin_done(lmca_t *h, lmca_get_t *g, const char *mkey, lmca__meta_reader *r, lmc
 {
     int rc = meta_done(h, g->key, mkey, r, rd, true, err);
     /* Not read in time is not gone: still a use (lmca_get_segments says why). */
-    if (rc == LMCA_ETIMEOUT || rc == LMCA_EBUSY || rc == LMCA_ECONNECTION)
+    if (late(rc))
         lmca__hit_unsure(h, g->key);
     if (rc == LMCA_OK && rd->nomem)
         rc = lmca__fail(err, LMCA_ENOMEM, 0, "out of memory holding the %zu bytes of \"%s\"",
@@ -447,7 +455,7 @@ lmca_get_segments(lmca_t *h, const lmca_get_t *g, uint32_t first, uint32_t count
        stall was evicted before its next read (3 of 128 at 4 MiB on a 32 GiB
        device: each of its reads then failed for good). Each failing group says
        so: at worst a chunk moves twice. */
-    if (rc == LMCA_ETIMEOUT || rc == LMCA_EBUSY || rc == LMCA_ECONNECTION)
+    if (late(rc))
         lmca__hit_found(h, g->key, m);
     return rc;
 }
