@@ -345,34 +345,54 @@ due_now(lmca_t *h, lmca__hit **q, size_t n)
     return kept;
 }
 
+/* Whether an unsure hit (nseg 0) moves, given its lookup's verdict: one there
+   takes the meta record's shape, one gone (a true miss), pinned or fresh is
+   dropped, one whose lookup failed in passing goes again later. */
+static bool
+unsure_moves(lmca_t *h, lmca__hit *hit, int rc, const lmca_meta_t *meta)
+{
+    bool move = rc == LMCA_OK && moves(h, meta);
+    if (move) {
+        hit->nseg = meta->nseg;
+        hit->bytes = meta->tot_b;
+    }
+    hit->again = !move && passing(rc);
+    return move;
+}
+
 /* Looks up the hits whose read failed before their meta record came (nseg 0),
-   without payload: one there takes the meta record's shape, one gone (a true
-   miss), pinned or fresh is dropped, one whose lookup fails in passing goes
-   again later. Those to move are put first: returns how many. */
+   without payload, in one batch call: one call's time and one connection a
+   node however many there are (one read each held the blocking get that
+   touched them for as many timeouts, and a slow node's timed-out sockets,
+   kept by the client until their answers drain, took its connections).
+   Those to move are put first: returns how many. */
 static size_t
 look_up_unsure(lmca_t *h, lmca__hit **q, size_t n)
 {
-    size_t ready = 0;
+    const char **keys = lmca__malloc(n * (sizeof *keys + sizeof(lmca_meta_t) + sizeof(int)));
+    lmca_meta_t *metas = (lmca_meta_t *)(keys + n);
+    int *rcs = (int *)(metas + n);
+    size_t unsure = 0, ready = 0;
+    lmca_err_t err = {0};
 
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; keys != NULL && i < n; i++)
+        if (q[i]->nseg == 0)
+            keys[unsure++] = q[i]->key;
+    if (unsure > 0 && lmca__read_small_many(h, keys, unsure, metas, rcs, &err) != LMCA_OK)
+        unsure = 0;
+    for (size_t i = 0, u = 0; i < n; i++) {
         lmca__hit *hit = q[i];
         if (hit->nseg == 0) {
-            lmca_meta_t meta = {0};
-            lmca_err_t err = {0};
-            /* The small bins, judged as stat judges them; md is not wanted. */
-            int rc = lmca__read_small(h, hit->key, &meta, 0, &err);
-            bool move = rc == LMCA_OK && moves(h, &meta);
-            if (move) {
-                hit->nseg = meta.nseg;
-                hit->bytes = meta.tot_b;
-            }
-            hit->again = !move && passing(rc);
+            /* Out of memory, none was read: hints lost, nothing else. */
+            bool move = u < unsure && unsure_moves(h, hit, rcs[u], &metas[u]);
+            u++;
             if (!move)
                 continue;
         }
         q[i] = q[ready];
         q[ready++] = hit;
     }
+    free(keys);
     return ready;
 }
 

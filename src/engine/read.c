@@ -75,6 +75,29 @@ lmca__read_small(lmca_t *h, const char *key, lmca_meta_t *meta, unsigned flags, 
 }
 
 int
+lmca__read_small_many(lmca_t *h, const char *const *keys, size_t n, lmca_meta_t *metas, int *rcs,
+                      lmca_err_t *err)
+{
+    meta_batch b;
+    char **mkeys = meta_batch_new(n, false, &b, "lookup", err);
+
+    if (mkeys == NULL)
+        return LMCA_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        lmca__meta_key(mkeys[i], keys[i]);
+        lmca__meta_begin(&b.readers[i], &metas[i], 0);
+        b.rds[i] = (lmca__read){.cb = lmca__meta_bin, .udata = &b.readers[i]};
+    }
+    /* The call's own verdict is in every row that it failed. */
+    lmca__wire_read_many(h->wire, (const char *const *)mkeys, n, lmca__small_names, NULL, b.rds,
+                         err);
+    for (size_t i = 0; i < n; i++)
+        rcs[i] = lmca__meta_result(h, mkeys[i], &b.readers[i], &b.rds[i], false);
+    free(mkeys);
+    return LMCA_OK;
+}
+
+int
 lmca_stat(lmca_t *h, const char *key, lmca_meta_t *meta, lmca_err_t *err)
 {
     return lmca__read_small(h, key, meta, LMCA__WANT_MD, err);

@@ -85,6 +85,13 @@ int lmca__meta_result(lmca_t *h, const char *mkey, lmca__meta_reader *r, const l
 int lmca__read_small(lmca_t *h, const char *key, lmca_meta_t *meta, unsigned flags,
                      lmca_err_t *err);
 
+/* The same (every small bin, as for stat) for keys[0, n) in one batch call,
+   n <= 4096, keys already checked: metas[i] and rcs[i] answer keys[i], a row's
+   own verdict or the call's error. Returns LMCA_OK, or LMCA_ENOMEM (no row
+   read, rcs untouched). */
+int lmca__read_small_many(lmca_t *h, const char *const *keys, size_t n, lmca_meta_t *metas,
+                          int *rcs, lmca_err_t *err);
+
 /* Fills `bins` (LMCA__META_BINS long) for the meta record publishing `m`;
    returns the count. `payload` goes inline when m->nseg == 1. */
 unsigned lmca__meta_bins(lmca__bin *bins, const lmca_meta_t *m, const void *payload,
