@@ -654,7 +654,10 @@ LMCA_EXTERN int lmca_put_backoff(lmca_t *h, lmca_put_t *p, int rc);
  * max_put_wait_ms is dropped instead (dropped_paced): LMCA_EBUSY, in err; while
  * the furthest place this handle was given is that far ahead, before it takes
  * a place (a dropped put's places stay on the clock that orders evictions).
- * Safe to call from several threads at once for one put.
+ * A put whose clock record the devices keep refusing for load (device
+ * overload) until max_put_wait_ms after the put began is dropped unsent
+ * (dropped_busy): LMCA_EBUSY, in err, rather than placed on this handle's own
+ * clock. Safe to call from several threads at once for one put.
  */
 LMCA_EXTERN int lmca_put_pace(lmca_t *h, lmca_put_t *p, lmca_err_t *err);
 

@@ -47,6 +47,11 @@
 /* Aerospike refuses TTLs above 10 years. */
 #define TTL_MAX 315360000u
 
+/* Why a put was dropped; each has its counter (lmca_stats_t). */
+typedef enum { DROP_FULL, DROP_BUSY, DROP_UNREACHABLE, DROP_PACED } drop_cause;
+
+static bool drop(lmca_t *h, lmca_put_t *p, drop_cause cause, bool unsent);
+
 /* ---------------------------------------------------------------------------
  * Places on the clock.
  */
@@ -63,24 +68,31 @@ pace_head_to(lmca_t *h, uint64_t pace_us)
         ;
 }
 
-void
+int
 lmca__put_place(lmca_t *h, lmca_put_t *p, bool bounded)
 {
     uint32_t records = p->meta.nseg > 1 ? p->meta.nseg + 1 : 1;
-    uint64_t v, pace_us, unplaced = 0;
+    uint64_t v, pace_us, unplaced = 0, due_ms = 0;
     int64_t limit_us = 0;
-    bool refused;
+    lmca__placed how;
 
     if (p->meta.pin || __atomic_load_n(&p->void_at, __ATOMIC_ACQUIRE) != 0)
-        return;
-    if (bounded)
+        return LMCA_OK;
+    if (bounded) {
         limit_us = (int64_t)(atomic_load_explicit(&h->cache.lead_seconds, memory_order_relaxed) *
                              1000000u) + (int64_t)h->cfg.max_put_wait_ms * 1000;
+        /* A put waits for load max_put_wait_ms in all, its place included. */
+        due_ms = h->cfg.max_put_wait_ms > 0 ? p->begun_ms + h->cfg.max_put_wait_ms : 0;
+    }
     /* Steps of one put may race here on several threads: the first place
        stands, and a loser gives its places back, or a chunk's 3 steps on 3
        workers would pace the stores as 3 chunks. */
-    v = lmca__clock_place(h, records, limit_us, &pace_us, &refused) / 1000000u;
-    if (refused) { /* void_at stays 0: lmca_put_pace drops it */
+    v = lmca__clock_place(h, records, limit_us, due_ms, &pace_us, &how) / 1000000u;
+    if (how == LMCA__PLACE_BUSY) {
+        drop(h, p, DROP_BUSY, true);
+        return LMCA_EBUSY;
+    }
+    if (how == LMCA__PLACE_AHEAD) { /* void_at stays 0: lmca_put_pace drops it */
         __atomic_store_n(&p->pace_at, pace_us, __ATOMIC_RELEASE);
         pace_head_to(h, pace_us);
     } else if (__atomic_compare_exchange_n(&p->void_at, &unplaced, v, false, __ATOMIC_ACQ_REL,
@@ -90,6 +102,7 @@ lmca__put_place(lmca_t *h, lmca_put_t *p, bool bounded)
     } else {
         lmca__clock_return(h, records);
     }
+    return LMCA_OK;
 }
 
 uint32_t
@@ -112,9 +125,6 @@ lmca__record_ttl(lmca_t *h, uint64_t void_at, bool pin)
 /* ---------------------------------------------------------------------------
  * Backpressure, drops and the full gate.
  */
-
-/* Why a put was dropped; each has its counter (lmca_stats_t). */
-typedef enum { DROP_FULL, DROP_BUSY, DROP_UNREACHABLE, DROP_PACED } drop_cause;
 
 static drop_cause
 cause_of(int rc)
@@ -240,7 +250,12 @@ lmca_put_pace(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
                           "capacity or raise max_put_wait_ms",
                           p->key, (unsigned long long)wait_ms, h->cfg.max_put_wait_ms);
     }
-    lmca__put_place(h, p, true);
+    if (lmca__put_place(h, p, true) == LMCA_EBUSY)
+        return lmca__fail(err, LMCA_EBUSY, LMCA__AS_DEVICE_OVERLOAD,
+                          "put \"%s\": dropped unsent: the shared clock's record was refused for "
+                          "load (device overload) until max_put_wait_ms=%u had passed: the "
+                          "devices write slower than stores arrive or stalled",
+                          p->key, h->cfg.max_put_wait_ms);
     if (h->cfg.default_ttl_seconds <= 0 || p->meta.pin)
         return 0;
     /* Refused a place (void_at 0): the stores' clock leads past the wait. */

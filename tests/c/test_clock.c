@@ -263,6 +263,46 @@ TEST(a_moment_of_device_overload_is_waited_out_on_the_same_record)
     lmca_close(h);
 }
 
+/* A put waits for load max_put_wait_ms in all, its place included: a clock
+   record refused for load past that (on one node every record is on the one
+   device) drops the put for load, unsent, and places nothing on a clock of its
+   own; the handle's next put asks the shared clock again. Waited out to
+   backpressure_ms instead, a 256 KiB put took 2.67 s on a 32 GiB device. */
+TEST(a_put_whose_clock_stays_overloaded_is_dropped_at_max_put_wait_ms)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    uint8_t buf[64] = {1};
+    char name[24];
+
+    th_need_fixture("fault injection on the clock records");
+    th_config(&cfg, "small");
+    cfg.default_ttl_seconds = 100;
+    cfg.records_per_void_second = 4;
+    cfg.max_put_wait_ms = 300;
+    cfg.backpressure_ms = 3000; /* not reached: the put's own wait ends first */
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    fresh_clock();
+    for (unsigned i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, i == 0 ? "void-clock" : "void-clock-%u", i);
+        refuse_clock(name, 18); /* device overload */
+    }
+    usleep(150 * 1000); /* past the lease */
+    ASSERT_RC(lmca_put(h, th_key("overloaded"), buf, sizeof buf, NULL, &err), LMCA_EBUSY, &err);
+    ASSERT_CONTAINS(err.msg, "max_put_wait_ms=300");
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.dropped_busy, 1);
+    ASSERT(st.clock_overloaded > 0);
+    ASSERT_EQ(st.clock_local, 0);
+    th_info("fixture-clear-faults");
+    put_ttl(h, "after"); /* the shared clock again, no hold on a clock of its own */
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.clock_local, 0);
+    lmca_close(h);
+}
+
 TEST(with_no_clock_record_a_handle_places_alone_at_an_eighth)
 {
     lmca_t *h;
@@ -695,6 +735,7 @@ TEST_LIST = {
     T(a_clock_that_cannot_be_reached_hands_over_and_the_order_goes_on),
     T(an_overloaded_device_is_not_a_busy_key),
     T(a_moment_of_device_overload_is_waited_out_on_the_same_record),
+    T(a_put_whose_clock_stays_overloaded_is_dropped_at_max_put_wait_ms),
     T(with_no_clock_record_a_handle_places_alone_at_an_eighth),
     T(a_lost_nodes_clock_record_is_tried_on_for_backpressure_ms),
     T(writers_with_different_ttls_share_one_clock),
