@@ -563,8 +563,9 @@ typedef struct lmca_stats {
                                    first could not be reached */
     uint64_t clock_busy;        /* clock round trips a record answered key busy (its
                                    transaction-pending-limit): the next one served */
-    uint64_t clock_overloaded;  /* clock round trips refused by an overloaded device
-                                   (its write queue full), tried again on the
+    uint64_t clock_overloaded;  /* clock round trips refused by their device for
+                                   a moment (its write queue full, or, for a
+                                   store, no free block), tried again on the
                                    same record */
     uint64_t hits_touched;      /* chunks a hit moved to the head */
     uint64_t hits_fresh;        /* hits 3/4 of a lead past the head, not touched */
@@ -654,10 +655,10 @@ LMCA_EXTERN int lmca_put_backoff(lmca_t *h, lmca_put_t *p, int rc);
  * max_put_wait_ms is dropped instead (dropped_paced): LMCA_EBUSY, in err; while
  * the furthest place this handle was given is that far ahead, before it takes
  * a place (a dropped put's places stay on the clock that orders evictions).
- * A put whose clock record the devices keep refusing for load (device
- * overload) until max_put_wait_ms after the put began is dropped unsent
- * (dropped_busy): LMCA_EBUSY, in err, rather than placed on this handle's own
- * clock. Safe to call from several threads at once for one put.
+ * A put whose clock record its device keeps refusing until max_put_wait_ms
+ * after the put began is dropped unsent, rather than placed on this handle's
+ * own clock: for load (device overload), LMCA_EBUSY (dropped_busy); for no
+ * free block, LMCA_EFULL (dropped_full). Safe to call from several threads at once for one put.
  */
 LMCA_EXTERN int lmca_put_pace(lmca_t *h, lmca_put_t *p, lmca_err_t *err);
 

@@ -51,6 +51,7 @@
 typedef enum { DROP_FULL, DROP_BUSY, DROP_UNREACHABLE, DROP_PACED } drop_cause;
 
 static bool drop(lmca_t *h, lmca_put_t *p, drop_cause cause, bool unsent);
+static drop_cause cause_of(int rc);
 
 /* ---------------------------------------------------------------------------
  * Places on the clock.
@@ -88,9 +89,10 @@ lmca__put_place(lmca_t *h, lmca_put_t *p, bool bounded)
        stands, and a loser gives its places back, or a chunk's 3 steps on 3
        workers would pace the stores as 3 chunks. */
     v = lmca__clock_place(h, records, limit_us, due_ms, &pace_us, &how) / 1000000u;
-    if (how == LMCA__PLACE_BUSY) {
-        drop(h, p, DROP_BUSY, true);
-        return LMCA_EBUSY;
+    if (how == LMCA__PLACE_BUSY || how == LMCA__PLACE_FULL) {
+        int rc = how == LMCA__PLACE_FULL ? LMCA_EFULL : LMCA_EBUSY;
+        drop(h, p, cause_of(rc), true);
+        return rc;
     }
     if (how == LMCA__PLACE_AHEAD) { /* void_at stays 0: lmca_put_pace drops it */
         __atomic_store_n(&p->pace_at, pace_us, __ATOMIC_RELEASE);
@@ -250,12 +252,17 @@ lmca_put_pace(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
                           "capacity or raise max_put_wait_ms",
                           p->key, (unsigned long long)wait_ms, h->cfg.max_put_wait_ms);
     }
-    if (lmca__put_place(h, p, true) == LMCA_EBUSY)
-        return lmca__fail(err, LMCA_EBUSY, LMCA__AS_DEVICE_OVERLOAD,
-                          "put \"%s\": dropped unsent: the shared clock's record was refused for "
-                          "load (device overload) until max_put_wait_ms=%u had passed: the "
-                          "devices write slower than stores arrive or stalled",
-                          p->key, h->cfg.max_put_wait_ms);
+    int rc = lmca__put_place(h, p, true);
+    if (rc != LMCA_OK) {
+        bool full = rc == LMCA_EFULL;
+        return lmca__fail(err, rc, full ? 8 : LMCA__AS_DEVICE_OVERLOAD,
+                          "put \"%s\": dropped unsent: the shared clock's record was refused %s "
+                          "until max_put_wait_ms=%u had passed: %s",
+                          p->key, full ? "as out of space" : "for load (device overload)",
+                          h->cfg.max_put_wait_ms,
+                          full ? "the devices' defrag frees blocks slower than stores arrive"
+                               : "the devices write slower than stores arrive or stalled");
+    }
     if (h->cfg.default_ttl_seconds <= 0 || p->meta.pin)
         return 0;
     /* Refused a place (void_at 0): the stores' clock leads past the wait. */

@@ -209,7 +209,9 @@ lmca__clock_step(lmca_t *h)
 typedef struct {
     uint64_t start, store, step;
     bool refused;    /* the stores' clock led too far: no places, store says where */
-    bool busy;       /* overloaded past the store's due: no places, none on its own clock */
+    int late_rc;     /* its device refused the record past the store's due, or a move's
+                        as out of space: LMCA_EBUSY (load) or LMCA_EFULL (no free
+                        block); no places, and none on its own clock */
     bool unbudgeted; /* a move found no credit: no places */
 } clock_pos;
 
@@ -374,6 +376,26 @@ ask_credit(lmca_t *h, uint64_t move_bytes, lmca__clock_ask *ask)
     return landed;
 }
 
+/* Whether a clock record's refusal is its device's, for a moment: a full write
+   queue (device overload), or, for a store with a due or a move, while the full
+   gate is open, no free block. Any other record on that device is refused as
+   well, so a store's goes again, and none of them holds the handle to its own
+   clock. After a node was killed, the two
+   left refused every clock record as out of space for a moment (defrag at the
+   disk's speed lags the load they took over), and the writers fell back to
+   clocks of their own (22 and 26 places on three 2 GiB files read directly).
+   With the gate closed, stop-writes is the whole namespace's: waiting would
+   only make every dropped put slower. */
+static bool
+device_refused(lmca_t *h, int rc, const lmca_err_t *err, uint64_t due_us, bool moving)
+{
+    if (rc == LMCA_EBUSY)
+        return err->as_code == LMCA__AS_DEVICE_OVERLOAD;
+    return rc == LMCA_EFULL && (due_us != 0 || moving) &&
+           atomic_load_explicit(&h->cache.full_until_ms, memory_order_relaxed) <=
+               lmca__mono_ms();
+}
+
 /* Reserves `records` places (plus `spare`, on the first clock only) for a move
    (`moving`: the stores' clock stays; `move_bytes` taken from the touch
    budget's credit, else at->unbudgeted and no places; 0 = none asked) or for
@@ -382,7 +404,7 @@ ask_credit(lmca_t *h, uint64_t move_bytes, lmca__clock_ask *ask)
    at->refused and no places, 0 = no limit; `due_us`, on the monotonic clock,
    when the store that asks stops waiting for load, 0 = never): on the first
    clock record that answers, from HOME onwards. False when none did (with
-   at->busy when the last was refused for load past due_us). Takes the lock for
+   at->late_rc when the last was refused by its device past due_us). Takes the lock for
    the floors and the answer; not held during the round trips. */
 static bool
 reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool moving,
@@ -426,7 +448,7 @@ reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool mov
        without O_DSYNC sent writers to their own clocks). */
     uint64_t give_up_us = mono_us() + (uint64_t)h->cfg.backpressure_ms * 1000u;
     unsigned overloads = 0;
-    bool overloaded_late = false;
+    int late_rc = 0;
     /* The one that served last, then, after each failure, the first that
        avoids the nodes the failures blame. */
     for (int i = (int)first, tries = 0;
@@ -489,15 +511,19 @@ reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool mov
            their 4,096 puts each on clocks of their own (the device's queue was
            full for most of the run). Past the wait, the next record (on a
            cluster, as a rule another node's). */
-        overloaded_late = false;
-        if (rc == LMCA_EBUSY && err.as_code == LMCA__AS_DEVICE_OVERLOAD) {
+        late_rc = 0;
+        if (device_refused(h, rc, &err, due_us, moving)) {
             /* Past the store's own due (max_put_wait_ms from its start, place
                included), the next record at once: on a cluster another node's
                answers; on one node each is refused as fast, and the store is
-               dropped for load, not placed on a clock of its own. Waited out to
-               backpressure_ms instead, a 256 KiB put took 2.67 s. */
-            overloaded_late = due_us != 0 && t1 >= due_us;
-            if (!overloaded_late && t1 < give_up_us) {
+               dropped as its writes would be, not placed on a clock of its own.
+               Waited out to backpressure_ms instead, a 256 KiB put took 2.67 s. */
+            /* A move is a hint: it waits for no free block, and, refused by
+               every record, moves nothing; its local hold sent the stores
+               after it to clocks of their own (16 places in a 4 MiB kill). */
+            bool late = moving ? rc == LMCA_EFULL : due_us != 0 && t1 >= due_us;
+            late_rc = late ? rc : 0;
+            if (late_rc == 0 && t1 < give_up_us) {
                 LMCA__COUNT(h, clock_overloaded);
                 lmca__busy_pause(h, overloads++);
                 tries--;
@@ -530,8 +556,8 @@ reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool mov
         }
         i = next;
     }
-    if (overloaded_late) { /* the store's time, not the clock's failure: no hold */
-        at->busy = true;
+    if (late_rc != 0) { /* the store's time, not the clock's failure: no hold */
+        at->late_rc = late_rc;
         return false;
     }
     pthread_mutex_lock(&c->lock);
@@ -681,7 +707,7 @@ lmca__clock_place(lmca_t *h, uint32_t records, int64_t limit_us, uint64_t due_ms
                   reserve(h, records, spare, left_us, false, 0, limit_us, due_ms * 1000u, &at);
 
     pthread_mutex_lock(&c->lock);
-    if ((shared && at.refused) || (!shared && at.busy)) {
+    if ((shared && at.refused) || (!shared && at.late_rc != 0)) {
         /* Due too far to be kept: no place, so none to give back. A place taken
            only to be dropped stayed a gap on the void clock (the stores' clock
            had it back): with 4 writers of 4 MiB on 512 MiB the void clock ran
@@ -691,7 +717,9 @@ lmca__clock_place(lmca_t *h, uint32_t records, int64_t limit_us, uint64_t due_ms
         reserved(c);
         pthread_mutex_unlock(&c->lock);
         *pace_us = at.store;
-        *how = at.busy ? LMCA__PLACE_BUSY : LMCA__PLACE_AHEAD;
+        *how = at.late_rc == LMCA_EFULL  ? LMCA__PLACE_FULL
+               : at.late_rc == LMCA_EBUSY ? LMCA__PLACE_BUSY
+                                          : LMCA__PLACE_AHEAD;
         return 0;
     }
     if (!shared) { /* its own clock: the records' (or every record's) refused */

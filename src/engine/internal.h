@@ -239,10 +239,10 @@ uint64_t lmca__cache_held_bytes(lmca_t *h);
    leads the servers' now by more than that is refused: 0, *how
    LMCA__PLACE_AHEAD, and *pace_us where the stores' clock is. With `due_ms` > 0
    (the monotonic ms when the store stops waiting for load), a clock record
-   still refused for load then is given up without a place of the store's own:
-   0, *how LMCA__PLACE_BUSY. May take a round trip (a new lease), or wait for
-   another thread's. */
-typedef enum { LMCA__PLACED, LMCA__PLACE_AHEAD, LMCA__PLACE_BUSY } lmca__placed;
+   its device still refuses then is given up without a place of the store's
+   own: 0, *how LMCA__PLACE_BUSY (load) or LMCA__PLACE_FULL (no free block).
+   May take a round trip (a new lease), or wait for another thread's. */
+typedef enum { LMCA__PLACED, LMCA__PLACE_AHEAD, LMCA__PLACE_BUSY, LMCA__PLACE_FULL } lmca__placed;
 void lmca__clock_init(lmca_t *h);
 void lmca__clock_destroy(lmca_t *h);
 uint64_t lmca__clock_place(lmca_t *h, uint32_t records, int64_t limit_us, uint64_t due_ms,
@@ -298,9 +298,9 @@ void lmca__upkeep(lmca_t *h);
    (lmca_put_pace and the steps call it; pinned puts have no place). `bounded`
    (lmca_put_pace): no place when the stores' clock is due past
    max_put_wait_ms (the put keeps void_at 0 and pace_at says where it is), and
-   none when the clock's record is refused for load past max_put_wait_ms from
-   the put's start: the put is dropped for load and LMCA_EBUSY returned. Else
-   LMCA_OK. */
+   none when the clock's record is refused by its device past max_put_wait_ms
+   from the put's start: the put is dropped unsent and LMCA_EBUSY (load) or
+   LMCA_EFULL (no free block) returned. Else LMCA_OK. */
 int lmca__put_place(lmca_t *h, lmca_put_t *p, bool bounded);
 
 /* The TTL to send now for a record of a chunk due at `void_at`, so that every

@@ -263,21 +263,36 @@ TEST(a_moment_of_device_overload_is_waited_out_on_the_same_record)
     lmca_close(h);
 }
 
-/* A put waits for load max_put_wait_ms in all, its place included: a clock
-   record refused for load past that (on one node every record is on the one
-   device) drops the put for load, unsent, and places nothing on a clock of its
-   own; the handle's next put asks the shared clock again. Waited out to
-   backpressure_ms instead, a 256 KiB put took 2.67 s on a 32 GiB device. */
-TEST(a_put_whose_clock_stays_overloaded_is_dropped_at_max_put_wait_ms)
+/* Refuses every clock record with `code`, `count` times each (0: always). */
+static void
+refuse_every_clock(int code, int count)
+{
+    char name[24], rule[200];
+
+    for (unsigned i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, i == 0 ? "void-clock" : "void-clock-%u", i);
+        if (count > 0)
+            snprintf(rule, sizeof rule, "kind=result;code=%d;count=%d;digest=%s", code, count,
+                     th_digest_hex("lmca_clock", name));
+        else
+            snprintf(rule, sizeof rule, "kind=result;code=%d;digest=%s", code,
+                     th_digest_hex("lmca_clock", name));
+        th_fault(rule);
+    }
+}
+
+/* Every clock record refused with `code` for good: the put is dropped unsent
+   at max_put_wait_ms (300) with `want`, says so, and places nothing on a clock
+   of its own; the handle's next put asks the shared clock again. */
+static void
+put_on_a_refused_clock(int code, int want, const char *says)
 {
     lmca_config_t cfg;
     lmca_t *h = NULL;
     lmca_err_t err = {0};
     lmca_stats_t st;
     uint8_t buf[64] = {1};
-    char name[24];
 
-    th_need_fixture("fault injection on the clock records");
     th_config(&cfg, "small");
     cfg.default_ttl_seconds = 100;
     cfg.records_per_void_second = 4;
@@ -285,21 +300,59 @@ TEST(a_put_whose_clock_stays_overloaded_is_dropped_at_max_put_wait_ms)
     cfg.backpressure_ms = 3000; /* not reached: the put's own wait ends first */
     ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
     fresh_clock();
-    for (unsigned i = 0; i < 4; i++) {
-        snprintf(name, sizeof name, i == 0 ? "void-clock" : "void-clock-%u", i);
-        refuse_clock(name, 18); /* device overload */
-    }
+    refuse_every_clock(code, 0);
     usleep(150 * 1000); /* past the lease */
-    ASSERT_RC(lmca_put(h, th_key("overloaded"), buf, sizeof buf, NULL, &err), LMCA_EBUSY, &err);
-    ASSERT_CONTAINS(err.msg, "max_put_wait_ms=300");
+    ASSERT_RC(lmca_put(h, th_key("refused"), buf, sizeof buf, NULL, &err), want, &err);
+    ASSERT_CONTAINS(err.msg, says);
     lmca_stats(h, &st);
-    ASSERT_EQ(st.dropped_busy, 1);
+    ASSERT_EQ(want == LMCA_EFULL ? st.dropped_full : st.dropped_busy, 1);
     ASSERT(st.clock_overloaded > 0);
     ASSERT_EQ(st.clock_local, 0);
     th_info("fixture-clear-faults");
     put_ttl(h, "after"); /* the shared clock again, no hold on a clock of its own */
     lmca_stats(h, &st);
     ASSERT_EQ(st.clock_local, 0);
+    lmca_close(h);
+}
+
+/* A put waits for load max_put_wait_ms in all, its place included: a clock
+   record refused for load past that (on one node every record is on the one
+   device) drops the put for load, unsent, and places nothing on a clock of its
+   own; the handle's next put asks the shared clock again. Waited out to
+   backpressure_ms instead, a 256 KiB put took 2.67 s on a 32 GiB device. */
+TEST(a_put_whose_clock_stays_overloaded_is_dropped_at_max_put_wait_ms)
+{
+    th_need_fixture("fault injection on the clock records");
+    put_on_a_refused_clock(18, LMCA_EBUSY, "for load (device overload) until max_put_wait_ms=300");
+}
+
+TEST(a_put_whose_clock_stays_out_of_space_is_dropped_at_max_put_wait_ms)
+{
+    th_need_fixture("fault injection on the clock records");
+    put_on_a_refused_clock(8, LMCA_EFULL, "out of space until max_put_wait_ms=300");
+}
+
+/* A device out of free blocks for a moment (defrag lagging the load a killed
+   node's partners took over) refuses every clock record alike: going on to the
+   others, 3 tries were all refused and the put was placed on the handle's own
+   clock. Each record is refused 3 times here; the first goes again. */
+TEST(a_clock_out_of_space_for_a_moment_is_waited_for_not_left)
+{
+    lmca_t *h = open_clocked(4, true);
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    uint8_t buf[64] = {1};
+
+    th_need_fixture("fault injection on the clock records");
+    fresh_clock();
+    refuse_every_clock(8, 3);
+    usleep(150 * 1000); /* past the lease */
+    ASSERT_RC(lmca_put(h, th_key("moment"), buf, sizeof buf, NULL, &err), LMCA_OK, &err);
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.clock_local, 0);
+    ASSERT_EQ(st.clock_fallbacks, 0);
+    ASSERT(st.clock_overloaded >= 3);
+    th_info("fixture-clear-faults");
     lmca_close(h);
 }
 
@@ -653,12 +706,12 @@ TEST(a_refused_clock_paces_stores_by_their_own_clock)
     for (int i = 0; i < 24; i++) /* 6 s of moves ahead of now */
         ASSERT_RC(lmca_touch(h[0], moved, false, &err), LMCA_OK, &err);
     ASSERT_RC(lmca_put(h[1], th_key("shared"), buf, sizeof buf, NULL, &err), LMCA_OK, &err);
-    /* Now every clock record refuses (as a namespace at stop-writes refuses
-       their writes): h[1] places on its own clocks, its clock 6 s ahead, and
-       its stores' clock where the shared one was. */
-    refuse_clock("void-clock", 8);
-    refuse_clock("void-clock-1", 8);
-    refuse_clock("void-clock-2", 8);
+    /* Now every clock record refuses with a server error (no free block or
+       load is waited for on the same record): h[1] places on its own clocks,
+       its clock 6 s ahead, and its stores' clock where the shared one was. */
+    refuse_clock("void-clock", 1);
+    refuse_clock("void-clock-1", 1);
+    refuse_clock("void-clock-2", 1);
     usleep(150 * 1000); /* past the lease */
     ASSERT_RC(lmca_put(h[1], th_key("local"), buf, sizeof buf, NULL, &err), LMCA_OK, &err);
     th_info("fixture-clear-faults");
@@ -736,6 +789,8 @@ TEST_LIST = {
     T(an_overloaded_device_is_not_a_busy_key),
     T(a_moment_of_device_overload_is_waited_out_on_the_same_record),
     T(a_put_whose_clock_stays_overloaded_is_dropped_at_max_put_wait_ms),
+    T(a_clock_out_of_space_for_a_moment_is_waited_for_not_left),
+    T(a_put_whose_clock_stays_out_of_space_is_dropped_at_max_put_wait_ms),
     T(with_no_clock_record_a_handle_places_alone_at_an_eighth),
     T(a_lost_nodes_clock_record_is_tried_on_for_backpressure_ms),
     T(writers_with_different_ttls_share_one_clock),

@@ -586,7 +586,14 @@ TEST(a_hit_waits_for_the_clock_when_no_clock_record_answers)
     ASSERT_EQ(st.clock_local, 0);
     ASSERT_EQ(st.touches_failed, 1);
     ASSERT(ttl_of(h, old) <= before);
+    /* ... and holds no store to a clock of its own: the next put, past its
+       lease, reserves on the shared clock (a hold sent stores after refused
+       moves to their own clocks). */
+    usleep(150 * 1000);
     th_info("fixture-clear-faults");
+    store(h, 1);
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.clock_local, 0);
     usleep(1100 * 1000);
     ASSERT_RC(lmca_touch_hits(h, &err), LMCA_OK, &err);
     lmca_stats(h, &st);
