@@ -52,6 +52,7 @@ typedef enum { DROP_FULL, DROP_BUSY, DROP_UNREACHABLE, DROP_PACED } drop_cause;
 
 static bool drop(lmca_t *h, lmca_put_t *p, drop_cause cause, bool unsent);
 static drop_cause cause_of(int rc);
+static void close_gate(lmca_t *h, uint64_t now);
 
 /* ---------------------------------------------------------------------------
  * Places on the clock.
@@ -91,6 +92,10 @@ lmca__put_place(lmca_t *h, lmca_put_t *p, bool bounded)
     v = lmca__clock_place(h, records, limit_us, due_ms, &pace_us, &how) / 1000000u;
     if (how == LMCA__PLACE_BUSY || how == LMCA__PLACE_FULL) {
         int rc = how == LMCA__PLACE_FULL ? LMCA_EFULL : LMCA_EBUSY;
+        /* At stop-writes the gate closes, as a put's own refusal closes it: the
+           next puts' clock refusals are not waited for, and they drop at once. */
+        if (rc == LMCA_EFULL && lmca__cache_stopped(h))
+            close_gate(h, lmca__mono_ms());
         drop(h, p, cause_of(rc), true);
         return rc;
     }

@@ -332,6 +332,43 @@ TEST(a_put_whose_clock_stays_out_of_space_is_dropped_at_max_put_wait_ms)
     put_on_a_refused_clock(8, LMCA_EFULL, "out of space until max_put_wait_ms=300");
 }
 
+/* At stop-writes the clock's records are refused as out of space too: the
+   first put waits for them its max_put_wait_ms, finds the namespace stopped
+   and closes the full gate; the puts after it do not wait on the clock. */
+TEST(at_stop_writes_one_put_waits_on_the_clock_and_the_rest_do_not)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    uint8_t buf[64] = {1};
+    uint64_t waits;
+
+    th_need_fixture("stop-writes");
+    th_config(&cfg, "small");
+    cfg.default_ttl_seconds = 100;
+    cfg.records_per_void_second = 4;
+    cfg.max_put_wait_ms = 300;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    fresh_clock();
+    th_info("fixture-stop-writes:namespace=small;on=true");
+    usleep(150 * 1000); /* past the lease */
+    ASSERT_RC(lmca_put(h, th_key("stopped"), buf, sizeof buf, NULL, &err), LMCA_EFULL, &err);
+    lmca_stats(h, &st);
+    ASSERT(st.full);
+    waits = st.clock_overloaded;
+    ASSERT(waits > 0);
+    /* Dropped at the gate, or, placed on the handle's own clock at an eighth
+       of the rate with no record answering, as due too far ahead. */
+    for (int i = 0; i < 5; i++)
+        ASSERT(lmca_put(h, th_key("stopped"), buf, sizeof buf, NULL, &err) != LMCA_OK);
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.clock_overloaded, waits);
+    ASSERT_EQ(st.dropped_full + st.dropped_paced, 6);
+    th_info("fixture-stop-writes:namespace=small;on=false");
+    lmca_close(h);
+}
+
 /* A device out of free blocks for a moment (defrag lagging the load a killed
    node's partners took over) refuses every clock record alike: going on to the
    others, 3 tries were all refused and the put was placed on the handle's own
@@ -790,6 +827,7 @@ TEST_LIST = {
     T(a_moment_of_device_overload_is_waited_out_on_the_same_record),
     T(a_put_whose_clock_stays_overloaded_is_dropped_at_max_put_wait_ms),
     T(a_clock_out_of_space_for_a_moment_is_waited_for_not_left),
+    T(at_stop_writes_one_put_waits_on_the_clock_and_the_rest_do_not),
     T(a_put_whose_clock_stays_out_of_space_is_dropped_at_max_put_wait_ms),
     T(with_no_clock_record_a_handle_places_alone_at_an_eighth),
     T(a_lost_nodes_clock_record_is_tried_on_for_backpressure_ms),
