@@ -380,12 +380,12 @@ ask_credit(lmca_t *h, uint64_t move_bytes, lmca__clock_ask *ask)
    queue (device overload), or, for a store with a due or a move, while the full
    gate is open, no free block. Any other record on that device is refused as
    well, so a store's goes again, and none of them holds the handle to its own
-   clock. After a node was killed, the two
-   left refused every clock record as out of space for a moment (defrag at the
-   disk's speed lags the load they took over), and the writers fell back to
-   clocks of their own (22 and 26 places on three 2 GiB files read directly).
-   With the gate closed, stop-writes is the whole namespace's: waiting would
-   only make every dropped put slower. */
+   clock. After a node was killed, the two left refused every clock record as
+   out of space for a moment (defrag at the disk's speed lags the load they
+   took over), and the writers fell back to clocks of their own (22 and 26
+   places on three 2 GiB files read directly). With the gate closed,
+   stop-writes is the whole namespace's: waiting would only make every dropped
+   put slower. */
 static bool
 device_refused(lmca_t *h, int rc, const lmca_err_t *err, uint64_t due_us, bool moving)
 {
@@ -404,8 +404,8 @@ device_refused(lmca_t *h, int rc, const lmca_err_t *err, uint64_t due_us, bool m
    at->refused and no places, 0 = no limit; `due_us`, on the monotonic clock,
    when the store that asks stops waiting for load, 0 = never): on the first
    clock record that answers, from HOME onwards. False when none did (with
-   at->late_rc when the last was refused by its device past due_us). Takes the lock for
-   the floors and the answer; not held during the round trips. */
+   at->late_rc when the last was refused by its device past due_us). Takes the
+   lock for the floors and the answer; not held during the round trips. */
 static bool
 reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool moving,
         uint64_t move_bytes, int64_t limit_us, uint64_t due_us, clock_pos *at)
@@ -517,8 +517,8 @@ reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool mov
                included), the next record at once: on a cluster another node's
                answers; on one node each is refused as fast, and the store is
                dropped as its writes would be, not placed on a clock of its own.
-               Waited out to backpressure_ms instead, a 256 KiB put took 2.67 s. */
-            /* A move is a hint: it waits for no free block, and, refused by
+               Waited out to backpressure_ms instead, a 256 KiB put took 2.67 s.
+               A move is a hint: it waits for no free block and, refused by
                every record, moves nothing; its local hold sent the stores
                after it to clocks of their own (16 places in a 4 MiB kill). */
             bool late = moving ? rc == LMCA_EFULL : due_us != 0 && t1 >= due_us;
