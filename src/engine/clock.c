@@ -351,6 +351,37 @@ pick(lmca_t *h, suspects *s, const bool *tried, bool *clear)
     return -1;
 }
 
+/* The credit an answer left, and the most it could hold by then: what the
+   stores earned, up to the cap (a new budget is not a spent one). Untrusted:
+   any value only decides which hits move. Under the lock. */
+static void
+learn_credit(lmca__clock *c, const lmca__clock_ask *ask, const lmca__clock_answer *a)
+{
+    bool budget = ask->credit_cap > 0 && ask->credit_cap < INT64_MAX / 4;
+
+    c->credit_full = budget && a->earned > 0 ? a->earned : 0;
+    c->credit_seen = budget ? a->credit : 0;
+}
+
+unsigned
+lmca__clock_credit_permille(lmca_t *h)
+{
+    lmca__clock *c = &h->clock;
+    uint64_t landed = atomic_load_explicit(&h->cache.landed_bytes, memory_order_relaxed);
+    double credit, full;
+
+    pthread_mutex_lock(&c->lock);
+    full = (double)c->credit_full;
+    /* The stores this handle landed since it last told the budget are in it
+       at the next reservation. */
+    credit = (double)c->credit_seen +
+             (double)(landed - c->credit_told) * h->cfg.touch_budget_percent / 100.0;
+    pthread_mutex_unlock(&c->lock);
+    if (full <= 0 || credit >= full)
+        return 1000;
+    return credit <= 0 ? 0 : (unsigned)(credit * 1000.0 / full);
+}
+
 /* The touch budget every writer shares, in the clock's record: each
    reservation adds what this handle's stores landed since it last said, times
    touch_budget_percent (ask->credit_add, up to ask->credit_cap), and a move of
@@ -489,6 +520,7 @@ reserve(lmca_t *h, uint64_t records, uint64_t spare, uint64_t returned, bool mov
         if (rc == LMCA_OK && take_answer(h, &ask, &a, t0, t1, at)) {
             at->step = step * share;
             c->credit_told = landed;
+            learn_credit(c, &ask, &a);
             if (i == 0) {
                 c->home_wait_ms = 0;
             } else if (first == 0) { /* the first failed: back to it later, later each time */

@@ -111,6 +111,8 @@ typedef struct lmca__clock {
     uint64_t local_until_ms;  /* no record answered: the handle's own clock till then */
     uint64_t rtt_us;          /* the clock's round trip, a moving mean */
     uint64_t credit_told;     /* the landed bytes the touch budget was told of */
+    int64_t credit_seen;      /* the touch budget's credit as the last answer left it ... */
+    int64_t credit_full;      /* ... and the most it could hold then (0: none yet) */
 } lmca__clock;
 
 /* Chunks a get found, waiting to be touched at the head of the clock (hits.c).
@@ -263,6 +265,10 @@ uint64_t lmca__clock_move(lmca_t *h, uint32_t records, uint64_t bytes, bool hint
 uint64_t lmca__clock_step(lmca_t *h);
 /* The newest place this handle handed out, at least now + TTL (µs). */
 uint64_t lmca__clock_head(lmca_t *h);
+/* The touch budget's credit as the next reservation would find it (the last
+   answer's, plus what this handle's stores landed since), per mille of its
+   cap: 1000 when no budget is set or none was asked yet, 0 when spent. */
+unsigned lmca__clock_credit_permille(lmca_t *h);
 /* The servers' time, µs since the Unix epoch: this host's monotonic clock plus
    the offset the clock's answers gave (the host's realtime before the first). */
 uint64_t lmca__server_now_us(lmca_t *h);

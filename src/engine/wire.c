@@ -775,6 +775,8 @@ lmca__wire_touch(lmca__wire *w, const char *key, uint32_t ttl, const lmca__bin *
 #define CLOCK_TTL_BIN "ttl_s"      /* the clock's TTL: the largest of its writers' ... */
 #define CLOCK_HOLD_BIN "ttl_until" /* ... while one asserted it lately (server ms) */
 #define CLOCK_CREDIT_BIN "touch_b" /* the bytes moves may still rewrite (the touch budget) */
+#define CLOCK_EARNED_BIN "touch_e" /* ... and the most it could hold by now: what the stores
+                                      earned, up to its cap (how scarce it is) */
 /* What the reservation reads back, by expression under names of their own: an
    operate answers each op, the writes' nil results too, and the client makes a
    bin named by several ops a list of their results. */
@@ -785,6 +787,8 @@ lmca__wire_touch(lmca__wire *w, const char *key, uint32_t ttl, const lmca__bin *
 #define CLOCK_TTL_READ "t"
 #define CLOCK_REFUSED "r"
 #define CLOCK_UNBUDGETED "u"
+#define CLOCK_CREDIT_READ "k"
+#define CLOCK_EARNED_READ "e"
 
 /* An integer bin, or 0 when it is missing or of another type (a record no
    client of ours wrote): bin_int alone would fail the whole operate. */
@@ -870,7 +874,7 @@ int_bin(const as_record *rec, const char *name, int64_t *out)
 
 /* The operate's expressions, built and freed together. */
 enum { X_OLD, X_REFUSED, X_UNBUDGETED, X_TTL, X_HOLD, X_NEXT, X_STORE, X_CREDIT, X_NOW,
-       X_READ_NEXT, X_READ_STORE, X_READ_TTL, X_N };
+       X_EARNED, X_READ_NEXT, X_READ_STORE, X_READ_TTL, X_READ_CREDIT, X_READ_EARNED, X_N };
 
 static bool
 build_clock(as_exp *x[X_N], const lmca__clock_ask *ask)
@@ -896,11 +900,17 @@ build_clock(as_exp *x[X_N], const lmca__clock_ask *ask)
     as_exp_build(read_next, as_exp_bin_int(CLOCK_NEXT_BIN));
     as_exp_build(read_store, as_exp_bin_int(CLOCK_STORE_BIN));
     as_exp_build(read_ttl, as_exp_bin_int(CLOCK_TTL_BIN));
+    as_exp_build(read_credit, as_exp_bin_int(CLOCK_CREDIT_BIN));
+    as_exp_build(earned, as_exp_min(as_exp_add(EXP_INT_OR_0(CLOCK_EARNED_BIN),
+                                               as_exp_int(ask->credit_add)),
+                                    as_exp_int(ask->credit_cap)));
+    as_exp_build(read_earned, as_exp_bin_int(CLOCK_EARNED_BIN));
     x[X_OLD] = old, x[X_REFUSED] = refused, x[X_UNBUDGETED] = unbudgeted, x[X_TTL] = ttl;
     x[X_HOLD] = hold, x[X_NOW] = now, x[X_CREDIT] = credit;
     x[X_NEXT] = clock_exp(CLOCK_NEXT_BIN, ask, ask->floor_us, ask->span_us);
     x[X_STORE] = clock_exp(CLOCK_STORE_BIN, ask, ask->store_floor_us, ask->store_us);
     x[X_READ_NEXT] = read_next, x[X_READ_STORE] = read_store, x[X_READ_TTL] = read_ttl;
+    x[X_READ_CREDIT] = read_credit, x[X_EARNED] = earned, x[X_READ_EARNED] = read_earned;
     for (int i = 0; i < X_N; i++)
         if (x[i] == NULL)
             return false;
@@ -937,9 +947,12 @@ lmca__wire_clock(lmca__wire *w, const char *key, const lmca__clock_ask *ask,
         as_operations_exp_write(&ops, CLOCK_STORE_BIN, x[X_STORE], AS_EXP_WRITE_DEFAULT);
         /* After the clocks: they saw the credit as it was. */
         as_operations_exp_write(&ops, CLOCK_CREDIT_BIN, x[X_CREDIT], AS_EXP_WRITE_DEFAULT);
+        as_operations_exp_write(&ops, CLOCK_EARNED_BIN, x[X_EARNED], AS_EXP_WRITE_DEFAULT);
         as_operations_exp_read(&ops, CLOCK_NEXT_READ, x[X_READ_NEXT], AS_EXP_READ_DEFAULT);
         as_operations_exp_read(&ops, CLOCK_STORE_READ, x[X_READ_STORE], AS_EXP_READ_DEFAULT);
         as_operations_exp_read(&ops, CLOCK_TTL_READ, x[X_READ_TTL], AS_EXP_READ_DEFAULT);
+        as_operations_exp_read(&ops, CLOCK_CREDIT_READ, x[X_READ_CREDIT], AS_EXP_READ_DEFAULT);
+        as_operations_exp_read(&ops, CLOCK_EARNED_READ, x[X_READ_EARNED], AS_EXP_READ_DEFAULT);
         as_operations_exp_read(&ops, CLOCK_NOW, x[X_NOW], AS_EXP_READ_DEFAULT);
         ops.ttl = AS_RECORD_NO_EXPIRE_TTL;
         if (aerospike_key_operate(&w->as, &e, &policy, &k, &ops, &rec) != AEROSPIKE_OK)
@@ -949,7 +962,9 @@ lmca__wire_clock(lmca__wire *w, const char *key, const lmca__clock_ask *ask,
                  !int_bin(rec, CLOCK_STORE_READ, &out->store_us) ||
                  !int_bin(rec, CLOCK_TTL_READ, &out->ttl_s) || !int_bin(rec, CLOCK_NOW, &out->now_ms) ||
                  !int_bin(rec, CLOCK_REFUSED, &out->refused) ||
-                 !int_bin(rec, CLOCK_UNBUDGETED, &out->unbudgeted))
+                 !int_bin(rec, CLOCK_UNBUDGETED, &out->unbudgeted) ||
+                 !int_bin(rec, CLOCK_CREDIT_READ, &out->credit) ||
+                 !int_bin(rec, CLOCK_EARNED_READ, &out->earned))
             status = lmca__fail(err, LMCA_EUNKNOWN, 0, "clock %s: the answer lacks a bin", key);
     }
     as_operations_destroy(&ops);

@@ -147,17 +147,19 @@ typedef struct lmca__clock_ask {
 /* ... and what the record's node answers: the clock before, both clocks after,
    the clock's TTL, the node's time (ms since the Unix epoch), 1 when the
    stores' clock led past limit_us (nothing reserved), else 0, and 1 when a
-   move found no credit (nothing reserved), else 0. Untrusted: clock.c checks
-   them. */
+   move found no credit (nothing reserved), else 0, and the touch budget's
+   credit after it and the most it could hold by then (what every store
+   earned, up to its cap). Untrusted: clock.c checks them. */
 typedef struct lmca__clock_answer {
-    int64_t old_us, next_us, store_us, ttl_s, now_ms, refused, unbudgeted;
+    int64_t old_us, next_us, store_us, ttl_s, now_ms, refused, unbudgeted, credit, earned;
 } lmca__clock_answer;
 
 /* One reservation: an operate on record `key` of LMCA__CLOCK_SET (never
    expiring; created by the first). The TTL is settled first, then each clock
    moves to max(itself caught up, its floor) + its add, on the node's time,
    atomically; neither adds when the stores' clock leads past limit_us, or when
-   a move finds no credit; then the credit takes what it is given and the move.
+   a move finds no credit; then the credit takes what it is given and the move,
+   and the earned total (capped as the credit) what it is given.
    @return LMCA_OK (out set), LMCA_EUNKNOWN for an answer without the bins, or
    the error of the operate (LMCA_EBUSY for a busy key, LMCA_ETIMEOUT,
    LMCA_ECONNECTION, LMCA_EFULL at stop-writes...). */
