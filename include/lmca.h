@@ -133,8 +133,11 @@ typedef struct lmca_config {
                                        every writer of the namespace through the
                                        shared clock's record (banked up to a
                                        sixteenth of its capacity); the hits past it
-                                       stay where they are (hits_unbudgeted); 0 = no
-                                       budget; default 100 */
+                                       stay where they are (hits_unbudgeted), and
+                                       as it runs out only hits a fifth of the
+                                       namespace's records behind the head or more
+                                       are moved (hits_fresh); 0 = no budget;
+                                       default 100 */
     uint32_t max_put_wait_ms;       /* the longest a put waits for its place on the
                                        shared clock (NSUP's pace: lmca_put_pace);
                                        one due later is dropped (dropped_paced);
@@ -245,6 +248,9 @@ typedef struct lmca_server_info {
     int64_t data_used_bytes;
     int64_t data_total_bytes;      /* the namespace's capacity, memory or device */
     int64_t evicted_objects;       /* records NSUP evicted since the node started */
+    int64_t evict_void_time;       /* the void time NSUP last evicted below, in
+                                      seconds since 2010-01-01 (the server's
+                                      epoch); 0 = none since the node started */
     int64_t replication_factor;    /* copies of each record the cluster keeps now
                                       (effective_replication_factor, else the
                                       configured replication-factor) */
@@ -325,6 +331,10 @@ typedef struct lmca_eviction {
                               TTL; a put due further ahead waits (lmca_put_pace).
                               1 to 3: what the storage holds past evict-used-pct
                               (stop-writes, the write blocks' room) at per_second */
+    uint64_t cut_void_time; /* the latest void time NSUP evicted below on any node
+                               (Unix seconds; 0 = none seen): the namespace's
+                               oldest records are due there. lmca_eviction only;
+                               the plan derived from an answer leaves it 0 */
 } lmca_eviction_t;
 
 /* Derives the eviction plan from the namespace's answer, the limits and the
@@ -568,7 +578,9 @@ typedef struct lmca_stats {
                                    store, no free block), tried again on the
                                    same record */
     uint64_t hits_touched;      /* chunks a hit moved to the head */
-    uint64_t hits_fresh;        /* hits 3/4 of a lead past the head, not touched */
+    uint64_t hits_fresh;        /* hits past their fresh line, not touched: 3/4 of a
+                                   lead past the head, down to a fifth of the
+                                   records behind it as the touch budget runs out */
     uint64_t hits_unbudgeted;   /* hits not moved: the touch budget was spent */
     uint64_t touch_bytes;       /* payload bytes the moves rewrote on the server */
     uint64_t touches_failed;    /* records whose touch the server refused */

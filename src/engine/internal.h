@@ -158,6 +158,9 @@ typedef struct lmca__cache {
     atomic_bool enabled;
     atomic_uint_fast64_t bytes_per_second; /* ... what stores write at its pace */
     atomic_bool device;                 /* ... a node stores on a device */
+    atomic_uint_fast64_t cut_us;        /* ... the latest void time NSUP evicted below
+                                           on any node, µs since the Unix epoch (0:
+                                           none seen) */
     atomic_uint_fast64_t watch_next_ms; /* ... and when to look again (monotonic) */
     pthread_mutex_t plan_lock;          /* plan.c: the last look, and plans made from it */
     struct lmca__looks *last_look;      /* what every node said last */

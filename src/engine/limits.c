@@ -141,6 +141,7 @@ lmca_server_info_parse(const char *info, lmca_server_info_t *out, lmca_err_t *er
         {"data_used_bytes", offsetof(lmca_server_info_t, data_used_bytes), false},
         {"data_total_bytes", offsetof(lmca_server_info_t, data_total_bytes), false},
         {"evicted_objects", offsetof(lmca_server_info_t, evicted_objects), false},
+        {"evict_void_time", offsetof(lmca_server_info_t, evict_void_time), false},
         /* The configured factor first: the effective one, later, wins. */
         {"replication-factor", offsetof(lmca_server_info_t, replication_factor), false},
         {"effective_replication_factor", offsetof(lmca_server_info_t, replication_factor),
@@ -156,6 +157,7 @@ lmca_server_info_parse(const char *info, lmca_server_info_t *out, lmca_err_t *er
     out->evict_used_pct = out->evict_tenths_pct = out->evict_hist_buckets = -1;
     out->objects = out->non_expirable_objects = -1;
     out->data_used_bytes = out->data_total_bytes = out->evicted_objects = -1;
+    out->evict_void_time = -1;
     out->replication_factor = -1;
     if (info == NULL)
         return lmca__fail(err, LMCA_ENAMESPACE, 0, "namespace info: no answer");

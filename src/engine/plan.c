@@ -225,6 +225,7 @@ lmca_eviction(lmca_t *h, lmca_eviction_t *out)
     out->bytes_per_second = atomic_load_explicit(&h->cache.bytes_per_second,
                                                  memory_order_relaxed);
     out->device = atomic_load_explicit(&h->cache.device, memory_order_relaxed);
+    out->cut_void_time = atomic_load_explicit(&h->cache.cut_us, memory_order_relaxed) / 1000000u;
 }
 
 /* The mean record of this handle's puts so far, 0 before the first. */
@@ -274,6 +275,28 @@ look(lmca_t *h, looks *l)
     return l->n > 0;
 }
 
+/* The server's epoch, 2010-01-01, in Unix seconds: void times count from it. */
+#define SERVER_EPOCH_S 1262304000u
+
+/* The latest void time NSUP evicted below (hits.c: where the namespace's
+   oldest records are). A node restarted says 0 until its next cut: the one
+   seen before stands. One more than ten years ahead is no void time
+   (untrusted). */
+static void
+note_cut(lmca_t *h, const looks *l)
+{
+    uint64_t cut = 0, now_s = lmca__now_us() / 1000000u;
+
+    for (size_t i = 0; i < l->n; i++) {
+        int64_t v = l->srv[i].evict_void_time;
+        if (v > 0 && (uint64_t)v + SERVER_EPOCH_S < now_s + 86400u * 3650u &&
+            (uint64_t)v + SERVER_EPOCH_S > cut)
+            cut = (uint64_t)v + SERVER_EPOCH_S;
+    }
+    if (cut > 0)
+        atomic_store(&h->cache.cut_us, cut * 1000000u);
+}
+
 /* The plan from a look, which the handle keeps (the caller's is taken); looks
    again soon while any node is nearly empty (the mean record is a guess) or
    past evict-used-pct (a stall is seen within a few NSUP cycles). */
@@ -286,6 +309,7 @@ plan_from(lmca_t *h, looks *l, uint64_t now)
 
     for (size_t i = 0; i < l->n; i++)
         soon |= l->srv[i].objects < FEW_OBJECTS || l->srv[i].hwm_breached;
+    note_cut(h, l);
     pthread_mutex_lock(&h->cache.plan_lock);
     lmca_eviction_plan_nodes(l->srv, l->n, &h->limits, &h->cfg, mean, &e);
     set_plan(h, &e);

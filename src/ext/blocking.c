@@ -309,13 +309,14 @@ ext_eviction(Connector *self, PyObject *Py_UNUSED(ignored))
     if (ext_check_open(self) < 0)
         return NULL;
     lmca_eviction(self->h, &e);
-    return Py_BuildValue("{s:O,s:K,s:K,s:I,s:K,s:K,s:O}", "enabled",
+    return Py_BuildValue("{s:O,s:K,s:K,s:I,s:K,s:K,s:O,s:K}", "enabled",
                          e.enabled ? Py_True : Py_False, "records", (unsigned long long)e.records,
                          "target", (unsigned long long)e.target, "per_second",
                          (unsigned)e.per_second, "lead_seconds",
                          (unsigned long long)e.lead_seconds, "bytes_per_second",
                          (unsigned long long)e.bytes_per_second, "device",
-                         e.device ? Py_True : Py_False);
+                         e.device ? Py_True : Py_False, "cut_void_time",
+                         (unsigned long long)e.cut_void_time);
 }
 
 /* ---------------------------------------------------------------------------

@@ -116,6 +116,7 @@ static const char info_81_memory[] =
     "xdr_tombstones=0;master_objects=0;prole_objects=0;non_replica_objects=0;"
     "dead_partitions=0;unavailable_partitions=0;clock_skew_stop_writes=false;"
     "stop_writes=false;hwm_breached=false;current_time=479000000;"
+    "evicted_objects=0;evict_ttl=0;evict_void_time=534441150;smd_evict_void_time=534441150;"
     "data_used_bytes=0;data_total_bytes=2147483648;data_avail_pct=100;"
     "index_used_bytes=0;client_write_success=0;"
     "allow-ttl-without-nsup=false;auto-revive=false;conflict-resolution-policy=generation;"
@@ -151,6 +152,9 @@ TEST(parse_81_memory_namespace)
     ASSERT_EQ(s.nsup_period, 120);
     ASSERT_EQ(s.default_ttl, 0);
     ASSERT(!s.allow_ttl_without_nsup);
+    /* NSUP's last cut, as SMD kept it across the node's restart. */
+    ASSERT_EQ(s.evicted_objects, 0);
+    ASSERT_EQ(s.evict_void_time, 534441150);
 }
 
 TEST(parse_71_device_namespace)
@@ -170,6 +174,7 @@ TEST(parse_71_device_namespace)
     ASSERT_EQ(s.nsup_period, 60);
     ASSERT_EQ(s.default_ttl, 2592000);
     ASSERT(!s.allow_ttl_without_nsup);
+    ASSERT_EQ(s.evict_void_time, -1); /* not reported */
 }
 
 TEST(parse_70_device_namespace)

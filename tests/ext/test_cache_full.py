@@ -93,6 +93,7 @@ def flood(cache):
     for j, key in enumerate(hot):
         conn.put(key, payload(tag, f"hot{j}", size))
     refused, out, last_read, hot_misses = [], bytearray(size), 0.0, 0
+    started = time.time()
     for i in range(n):
         try:
             conn.put(f"{tag}/{i}", payload(tag, i, size))
@@ -102,13 +103,14 @@ def flood(cache):
             last_read = time.monotonic()
             hot_misses += sum(conn.get(key, out) is None for key in hot)
     hot_alive = [conn.get(key, out) is not None for key in hot]
+    eviction, ended = conn.eviction(), time.time()
     hit, wrong = survivors(hosts, tag, n, size)
     debris = len(conn.sweep())
     objects = int(ns_info(hosts)["objects"])
     stats = conn.stats()
     yield dict(n=n, per_fifth=capacity // 5 // size, refused=refused, hit=hit, wrong=wrong,
                hot_alive=hot_alive, hot_misses=hot_misses, debris=debris, objects=objects,
-               stats=stats)
+               stats=stats, eviction=eviction, started=started, ended=ended)
     forget(conn, tag, n)
     for key in hot:
         conn.remove(key)
@@ -143,6 +145,15 @@ def test_no_hit_carries_wrong_bytes(flood):
 def test_a_hot_set_read_every_half_second_survives_the_flood(flood):
     assert all(flood["hot_alive"])
     assert flood["hot_misses"] == 0
+
+
+def test_the_plan_knows_where_nsup_cut(flood):
+    """The handle's look reads NSUP's last cut (evict_void_time): a void time of
+    this flood's chunks, due a TTL (3600 s) after their stores, give or take the
+    clock's lead. A spent touch budget moves only hits a fifth of the span from
+    it to the head behind the head (src/engine/hits.c, fresh)."""
+    cut = flood["eviction"]["cut_void_time"]
+    assert flood["started"] + 3600 - 60 < cut < flood["ended"] + 3600 + 600, flood["eviction"]
 
 
 def test_evicted_chunks_leave_little_debris(flood):
