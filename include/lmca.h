@@ -135,8 +135,9 @@ typedef struct lmca_config {
                                        sixteenth of its capacity); the hits past it
                                        stay where they are (hits_unbudgeted), and
                                        as it runs out only hits a fifth of the
-                                       namespace's records behind the head or more
-                                       are moved (hits_fresh); 0 = no budget;
+                                       namespace's span (NSUP's last cut to the
+                                       head) behind the head or more are moved
+                                       (hits_fresh); 0 = no budget;
                                        default 100 */
     uint32_t max_put_wait_ms;       /* the longest a put waits for its place on the
                                        shared clock (NSUP's pace: lmca_put_pace);
@@ -580,7 +581,8 @@ typedef struct lmca_stats {
     uint64_t hits_touched;      /* chunks a hit moved to the head */
     uint64_t hits_fresh;        /* hits past their fresh line, not touched: 3/4 of a
                                    lead past the head, down to a fifth of the
-                                   records behind it as the touch budget runs out */
+                                   namespace's span behind it as the touch budget
+                                   runs out */
     uint64_t hits_unbudgeted;   /* hits not moved: the touch budget was spent */
     uint64_t touch_bytes;       /* payload bytes the moves rewrote on the server */
     uint64_t touches_failed;    /* records whose touch the server refused */

@@ -118,7 +118,9 @@ class Settings:
     touch_budget_percent: int = _engine(
         100, "hits moved to the head rewrite at most this percent of what stores landed, "
              "counted over every writer of the namespace (banked up to a sixteenth of its "
-             "capacity); hits past it stay where they are; 0 = no budget")
+             "capacity); hits past it stay where they are, and as it runs out only hits "
+             "a fifth of the namespace's span (NSUP's last cut to the head) behind the head "
+             "or more are moved; 0 = no budget")
     max_put_wait_ms: int = _engine(
         2000, "the longest a store waits for its place on the clock every writer shares "
               "(NSUP's pace); one due later is dropped (counted, never raised into "

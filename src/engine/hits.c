@@ -117,13 +117,14 @@ hit_lead_us(lmca_t *h, uint64_t step)
 /* The chunk's void time is past its line, less FRESH_US: three quarters of
    the lead past the head while the touch budget has credit (the lead is 0
    without eviction: the head itself), and as it runs out, down to a fifth of
-   the namespace's records behind the head. A spent budget moves the first
-   hits that come, and leaves the rest where they are (hits_unbudgeted): on
-   the read-heavy conversations of bench/cache/cache_bench.py (7 lookups a
-   stored chunk) 3 of 4 moves were refused, among them the prefixes whose new
-   chunks were stored at the head, and the chunks left behind their own tails
-   were cut first: 0.944x an exact LRU by prefix token. Spent on the chunks
-   nearest the cut instead, the same budget serves them all; and a chunk left
+   the namespace's span (NSUP's last cut to the head) behind the head. A
+   spent budget moves the first hits that come, and leaves the rest where
+   they are (hits_unbudgeted): on the read-heavy conversations of
+   bench/cache/cache_bench.py (7 lookups a stored chunk) 3 of 4 moves were
+   refused, among them the prefixes whose new chunks were stored at the head,
+   and the chunks left behind their own tails were cut first: 0.926x an exact
+   LRU by prefix token. Spent on the chunks nearest the cut instead, 0.975x
+   (docs/capacity.md, the equal-DRAM section); and a chunk left
    a fifth behind the head and read again within half the budget is still
    above a cut of 30 % (evict-tenths-pct 300) at its next read, as in an
    exact LRU. meta->ttl is what
@@ -141,9 +142,9 @@ fresh(lmca_t *h, const lmca_meta_t *meta)
     uint64_t head = lmca__clock_head(h), cut = atomic_load(&h->cache.cut_us);
     /* The namespace's records span from NSUP's last cut to the head; the
        records at the clock's step are that span only while the stores keep
-       the clock ahead of real time (4 MiB chunks at a disk's speed did not:
-       their span was 6x that, and a fifth of it behind the head moved 2 of
-       every 3 hits again). */
+       the clock ahead of real time (4 MiB chunks at a disk's speed did not,
+       and a fifth of the records' span left 2 of 3 moves refused for the
+       budget: 0.927x an exact LRU by prefix token; the cut's, 0.975x). */
     uint64_t span = cut > 0 && cut < head ? head - cut : lead * HIT_LEAD_SHARE;
     uint64_t ahead = lead / 4 * FRESH_QUARTERS * credit / 1000;
     uint64_t behind = span / SPENT_BEHIND_SHARE * (1000 - credit) / 1000;

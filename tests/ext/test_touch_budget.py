@@ -7,7 +7,7 @@ shared clock's record: each reservation adds what its handle's stores landed,
 and a move takes its bytes while the credit is above 0 (it may take it below).
 The bytes moved are counted (touch_bytes), the hits past the budget stay where
 they are (hits_unbudgeted); once it is spent, a hit within a fifth of the
-namespace's records of the head is not even asked for (hits_fresh), so what
+namespace's span of the head is not even asked for (hits_fresh), so what
 credit comes goes to the chunks nearest the cut; 0 is no budget.
 
 On the test server a namespace of its own (storage-engine device or memory) is
@@ -150,11 +150,12 @@ def test_no_budget_moves_every_hit(aerospike_hosts):
 def test_a_spent_budget_moves_the_chunks_nearest_the_cut(aerospike_hosts):
     """With credit, a chunk read at the head moves (it outlives a lost node's
     deeper cuts); with the credit spent, one read within a fifth of the
-    namespace's records of the head is left where it is (hits_fresh), not
+    namespace's span of the head is left where it is (hits_fresh), not
     refused for the budget, so the credit still to come goes to the chunks
     nearest the cut. Spent first come, first served, the read-heavy
-    conversations of bench/cache/cache_bench.py kept 0.944x an exact LRU by
-    prefix token (DESIGN.md, "The touch budget")."""
+    conversations of bench/cache/cache_bench.py kept 0.926x an exact LRU by
+    prefix token after the first eviction, on the cut's 0.975x (docs/capacity.md,
+    "At equal DRAM")."""
     size = 16 << 10
     with evicting_namespace(aerospike_hosts) as (hosts, ns):
         tag = uuid.uuid4().hex[:10]
