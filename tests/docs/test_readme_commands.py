@@ -70,7 +70,18 @@ def test_setup_and_tests_are_what_ci_runs():
     want = sample_output()
     assert len(got) == len(want), (got, want)
     for g, w in zip(got, want):  # numbers and ports differ, the words do not
-        assert re.sub(r"[\d.]+", "#", g) == re.sub(r"[\d.]+", "#", w), (g, w)
+        assert shape(g) == shape(w), (g, w)
+
+
+def shape(line):
+    """A line's words, numbers as #. The load's hits are fresh when it comes
+    within a second of the store (void times are whole seconds), and moved
+    (hits_touched, touch_bytes) when it comes later: either is the demo's."""
+    hits = ("hits_touched=", "hits_fresh=", "touch_bytes=")
+    words = line.split(" ")
+    kept = [w for w in words if not w.startswith(hits)]
+    line = " ".join(kept + (["hits"] if len(kept) < len(words) else []))
+    return re.sub(r"[\d.]+", "#", line)
 
 
 def test_probe_runs_as_written(aerospike_hosts):
