@@ -69,8 +69,8 @@
    (NSUP evicts whole seconds). */
 #define FRESH_QUARTERS 3
 #define FRESH_US 1000000u
-/* ... and with the touch budget spent, a 1 / SPENT_BEHIND_SHARE of the
-   namespace's records behind the head (fresh()). */
+/* ... and with the touch budget spent, 1 / SPENT_BEHIND_SHARE of the
+   namespace's span (NSUP's last cut to the head) behind the head (fresh()). */
 #define SPENT_BEHIND_SHARE 5
 /* A move goes ahead of the head by the span of a quarter of the records the
    namespace holds (at most a quarter of the TTL, so a chunk never lives past

@@ -269,8 +269,9 @@ uint64_t lmca__clock_step(lmca_t *h);
 /* The newest place this handle handed out, at least now + TTL (µs). */
 uint64_t lmca__clock_head(lmca_t *h);
 /* The touch budget's credit as the next reservation would find it (the last
-   answer's, plus what this handle's stores landed since), per mille of its
-   cap: 1000 when no budget is set or none was asked yet, 0 when spent. */
+   answer's, plus what this handle's stores landed since), per mille of what
+   the stores earned (up to its cap): 1000 when no budget is set, nothing was
+   earned yet or none of it is spent; 0 when spent. */
 unsigned lmca__clock_credit_permille(lmca_t *h);
 /* The servers' time, µs since the Unix epoch: this host's monotonic clock plus
    the offset the clock's answers gave (the host's realtime before the first). */
