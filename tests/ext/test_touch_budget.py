@@ -178,9 +178,11 @@ def test_a_spent_budget_moves_the_chunks_nearest_the_cut(aerospike_hosts):
 
             # The credit is whole: the newest chunk moves.
             assert read(keys[-1]) == {"hits_touched": 1, "hits_fresh": 0, "hits_unbudgeted": 0}
-            # The oldest spend it (the last ones find none).
+            # The oldest spend it: the last ones find none, refused for it or,
+            # as the line drops while the credit runs out, left as fresh.
             spent = [read(key) for key in keys[:64]]
-            assert spent[-1] == {"hits_touched": 0, "hits_fresh": 0, "hits_unbudgeted": 1}, spent
+            assert sum(r["hits_touched"] for r in spent) < 64, spent
+            assert spent[-1]["hits_touched"] == 0, spent
             # Spent: a chunk near the head is left where it is, not refused.
             assert read(keys[-2]) == {"hits_touched": 0, "hits_fresh": 1, "hits_unbudgeted": 0}
         finally:
