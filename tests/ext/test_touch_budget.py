@@ -160,9 +160,7 @@ def test_a_spent_budget_moves_the_chunks_nearest_the_cut(aerospike_hosts):
     with evicting_namespace(aerospike_hosts) as (hosts, ns):
         tag = uuid.uuid4().hex[:10]
         fresh_clock(hosts, ns)
-        conn = _native.Connector(hosts=hosts, namespace=ns, set="lmca_budget_" + tag,
-                                 default_ttl_seconds=3600, records_per_void_second=32,
-                                 max_put_wait_ms=30000, touch_budget_percent=10)
+        conn = connector(hosts, ns, tag, 10)
         keys = [f"{tag}/{i}" for i in range(512)]
         try:
             for key in keys:
