@@ -145,7 +145,14 @@ typedef struct lmca_config {
                                        also the longest, from lmca_put_begin, a
                                        put retries writes refused for load
                                        (dropped_busy; lmca_put_backoff);
-                                       0 = never waits; default 2000 */
+                                       and a put's bound: it ends within this
+                                       or write_timeout_ms, the larger, of
+                                       lmca_put_begin, each write shortened to
+                                       what is left and none sent after
+                                       (dropped_busy), unless it waits out
+                                       stop-writes or a lost node
+                                       (backpressure_ms); 0 = never waits (the
+                                       bound is write_timeout_ms); default 2000 */
     uint32_t records_per_void_second; /* most records in one second of void time
                                        (lmca_eviction_t.per_second); 0 = derived
                                        from the namespace's eviction settings;
@@ -614,11 +621,12 @@ typedef struct lmca_put_s {
     /* the engine's: the chunk's void time (unix seconds; 0 = not placed yet,
        or the TTL as configured), placed by its first step, its place on the
        clock of stores that lmca_put_pace paces by, and its backpressure state
-       (lmca_put_backoff) */
+       (lmca_put_backoff; waits_out: refused for stop-writes or a lost node,
+       which it waits out for backpressure_ms, past its bound) */
     uint64_t void_at, pace_at;
     uint64_t begun_ms, deadline_ms;
     uint32_t refusals;
-    bool dropped, paced;
+    bool dropped, paced, waits_out;
 } lmca_put_t;
 
 /*

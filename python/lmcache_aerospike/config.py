@@ -125,8 +125,11 @@ class Settings:
         2000, "the longest a store waits for its place on the clock every writer shares "
               "(NSUP's pace); one due later is dropped (counted, never raised into "
               "LMCache); also the longest a store, from its start, retries writes refused "
-              "for load (a device's full write queue) before it is dropped; 0 = never waits "
-              "for its place, and load is retried for backpressure_ms")
+              "for load (a device's full write queue) before it is dropped; and a store's "
+              "bound: it ends within this or write_timeout_ms, the larger, of its start "
+              "(writes shortened to what is left, none after), unless it waits out "
+              "stop-writes or a lost node (backpressure_ms); 0 = never waits for its place, "
+              "and load is retried for backpressure_ms")
     records_per_void_second: int = _engine(
         0, "most records in one second of void time (NSUP evicts whole seconds and "
            "refuses one above its per-cycle target); 0 = half of that target, derived "

@@ -299,6 +299,45 @@ close_gate(lmca_t *h, uint64_t now)
     atomic_store(&h->cache.full_known, true);
 }
 
+int64_t
+lmca__put_left_ms(lmca_t *h, const lmca_put_t *p)
+{
+    uint32_t bound = h->cfg.max_put_wait_ms > h->cfg.write_timeout_ms ? h->cfg.max_put_wait_ms
+                                                                       : h->cfg.write_timeout_ms;
+    int64_t left;
+
+    /* Stop-writes and a lost node are waited out for backpressure_ms: NSUP
+       frees room, the cluster re-forms, and the store then lands. */
+    if (__atomic_load_n(&p->waits_out, __ATOMIC_RELAXED))
+        return 0;
+    left = (int64_t)(p->begun_ms + bound) - (int64_t)lmca__mono_ms();
+    return left > 0 ? left : -1;
+}
+
+/* A put past its bound: its steps sent in time landed, the rest is dropped.
+   Each of a put's writes may take write_timeout_ms, and a put's steps one after
+   another took 2.2 to 3.2 s where the device queue refused them until
+   max_put_wait_ms (4 and 1 MiB chunks on a 32 GiB direct-I/O namespace:
+   docs/capacity.md); LMCache's buffer stays pinned all that while. */
+int
+lmca__put_spent(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
+{
+    drop(h, p, DROP_BUSY, false);
+    return lmca__fail(err, LMCA_EBUSY, LMCA__AS_DEVICE_OVERLOAD,
+                      "put \"%s\": dropped: not landed within max_put_wait_ms=%u (or "
+                      "write_timeout_ms=%u) of its start: the devices write slower than "
+                      "stores arrive; add devices, or raise max_put_wait_ms",
+                      p->key, h->cfg.max_put_wait_ms, h->cfg.write_timeout_ms);
+}
+
+int
+lmca__put_bounded(lmca_t *h, lmca_put_t *p, int rc, uint32_t timeout_ms, lmca_err_t *err)
+{
+    if (rc != LMCA_ETIMEOUT || timeout_ms == 0 || timeout_ms >= h->cfg.write_timeout_ms)
+        return rc;
+    return lmca__put_spent(h, p, err);
+}
+
 int
 lmca__cache_gate(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
 {
@@ -308,6 +347,8 @@ lmca__cache_gate(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
     if (atomic_load_explicit(&h->cache.upkeep_pools, memory_order_relaxed) == 0)
         lmca__upkeep(h);
     if (until == 0 || (now = lmca__mono_ms()) >= until) {
+        if (lmca__put_left_ms(h, p) < 0)
+            return lmca__put_spent(h, p, err);
         lmca__put_place(h, p, false);
         return LMCA_OK;
     }
@@ -391,6 +432,8 @@ lmca_put_backoff(lmca_t *h, lmca_put_t *p, int rc)
        room). */
     if (__atomic_load_n(&p->dropped, __ATOMIC_RELAXED))
         return -1;
+    if (rc != LMCA_EBUSY)
+        __atomic_store_n(&p->waits_out, true, __ATOMIC_RELAXED);
     now = lmca__mono_ms();
     if (rc == LMCA_EFULL) {
         uint64_t until = atomic_load(&h->cache.full_until_ms);

@@ -308,7 +308,7 @@ touch_segments(lmca_t *h, const char *key, uint32_t nseg, uint64_t void_at, bool
                               .touch = true};
     for (uint32_t i = 0; rc == LMCA_OK && i < nseg; i += 4096) {
         uint32_t n = nseg - i < 4096 ? nseg - i : 4096;
-        rc = lmca__wire_write_many(h->wire, rows + i, n, err);
+        rc = lmca__wire_write_many(h->wire, rows + i, n, 0, err);
         for (uint32_t k = 0; rc == LMCA_OK && k < n; k++)
             rc = rows[i + k].result;
     }

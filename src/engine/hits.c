@@ -188,7 +188,7 @@ static void
 send_rows(lmca_t *h, lmca__row *rows, size_t n)
 {
     for (size_t i = 0; i < n; i += 4096)
-        lmca__wire_write_many(h->wire, rows + i, n - i < 4096 ? n - i : 4096, NULL);
+        lmca__wire_write_many(h->wire, rows + i, n - i < 4096 ? n - i : 4096, 0, NULL);
 }
 
 /* Touches the records of rows [0, n); counts the refusals. Rows refused for

@@ -318,8 +318,22 @@ int lmca__put_place(lmca_t *h, lmca_put_t *p, bool bounded);
 uint32_t lmca__record_ttl(lmca_t *h, uint64_t void_at, bool pin);
 
 /* Before a put step: LMCA_OK, or LMCA_EFULL (counted as dropped unsent) while
-   the namespace is known to be full. Also looks at the namespace when due. */
+   the namespace is known to be full, or LMCA_EBUSY (dropped_busy) once the put's
+   bound is spent (lmca__put_left_ms). Also looks at the namespace when due. */
 int lmca__cache_gate(lmca_t *h, lmca_put_t *p, lmca_err_t *err);
+
+/* A put's bound: the larger of max_put_wait_ms and write_timeout_ms from
+   lmca_put_begin, unless it waits out stop-writes or a lost node
+   (backpressure_ms). The ms left of it (>= 1), 0 when unbounded, -1 spent. */
+int64_t lmca__put_left_ms(lmca_t *h, const lmca_put_t *p);
+
+/* Drops `p`, past its bound (dropped_busy): LMCA_EBUSY, in err. */
+int lmca__put_spent(lmca_t *h, lmca_put_t *p, lmca_err_t *err);
+
+/* A step of `p` whose write was sent with `timeout_ms` (0: write_timeout_ms)
+   returned `rc`: a timeout of a write shortened to the put's bound spent it, and
+   the put is dropped (dropped_busy): LMCA_EBUSY, in err. Else `rc`. */
+int lmca__put_bounded(lmca_t *h, lmca_put_t *p, int rc, uint32_t timeout_ms, lmca_err_t *err);
 
 /* After a put's commit landed: counts a retried put, opens the gate. */
 void lmca__cache_landed(lmca_t *h, lmca_put_t *p);

@@ -430,19 +430,33 @@ refused(lmca_err_t *err, const char *what, const char *key)
     return lmca__fail(err, LMCA_EINTERNAL, 0, "%s %s: the client refused a bin", what, key);
 }
 
+/* `base` with a total timeout of `timeout_ms` where that is shorter (a put
+   near its bound: lmca__put_left_ms). */
+static void
+shorten(as_policy_base *base, uint32_t timeout_ms)
+{
+    if (timeout_ms == 0 || timeout_ms >= base->total_timeout)
+        return;
+    base->total_timeout = timeout_ms;
+    if (base->socket_timeout > timeout_ms)
+        base->socket_timeout = timeout_ms;
+}
+
 int
 lmca__wire_write(lmca__wire *w, const char *key, const lmca__bin *bins, unsigned n, uint32_t ttl,
-                 lmca_err_t *err)
+                 uint32_t timeout_ms, lmca_err_t *err)
 {
+    as_policy_write policy = w->write;
     as_key k;
     as_record rec;
     as_error e;
     as_status rc;
 
+    shorten(&policy.base, timeout_ms);
     as_key_init_str(&k, w->ns, w->set, key);
     if (w->fast) {
         COUNT(w, fast_ops);
-        rc = lmca__fast_put(&w->as, &e, &w->write, &k, bins, n, ttl);
+        rc = lmca__fast_put(&w->as, &e, &policy, &k, bins, n, ttl);
         return rc == AEROSPIKE_OK ? LMCA_OK : fail(err, &e, "put", key);
     }
     COUNT(w, client_ops);
@@ -452,7 +466,7 @@ lmca__wire_write(lmca__wire *w, const char *key, const lmca__bin *bins, unsigned
         return refused(err, "put", key);
     }
     rec.ttl = ttl;
-    rc = aerospike_key_put(&w->as, &e, &w->write, &k, &rec);
+    rc = aerospike_key_put(&w->as, &e, &policy, &k, &rec);
     as_record_destroy(&rec);
     return rc == AEROSPIKE_OK ? LMCA_OK : fail(err, &e, "put", key);
 }
@@ -633,8 +647,10 @@ lmca__wire_read_many(lmca__wire *w, const char *const *keys, size_t n, const cha
 }
 
 int
-lmca__wire_write_many(lmca__wire *w, lmca__row *rows, size_t n, lmca_err_t *err)
+lmca__wire_write_many(lmca__wire *w, lmca__row *rows, size_t n, uint32_t timeout_ms,
+                      lmca_err_t *err)
 {
+    as_policy_batch parent = w->batch_write_parent;
     as_batch_records recs;
     as_operations *ops = lmca__calloc(n, sizeof *ops);
     as_error e;
@@ -643,6 +659,7 @@ lmca__wire_write_many(lmca__wire *w, lmca__row *rows, size_t n, lmca_err_t *err)
 
     if (ops == NULL)
         return lmca__fail(err, LMCA_ENOMEM, 0, "out of memory for a batch of %zu writes", n);
+    shorten(&parent.base, timeout_ms);
     as_batch_records_init(&recs, (uint32_t)n);
     for (size_t i = 0; i < n; i++) {
         as_batch_write_record *r = as_batch_write_reserve(&recs);
@@ -656,7 +673,7 @@ lmca__wire_write_many(lmca__wire *w, lmca__row *rows, size_t n, lmca_err_t *err)
         r->policy = rows[i].touch ? &w->batch_touch : &w->batch_write;
     }
     if (built)
-        rc = batch_result(aerospike_batch_write(&w->as, &e, &w->batch_write_parent, &recs), err,
+        rc = batch_result(aerospike_batch_write(&w->as, &e, &parent, &recs), err,
                           &e, &recs, "batch put", rows[0].key);
     else
         rc = refused(err, "batch put", rows[0].key);

@@ -44,9 +44,10 @@ int lmca__wire_info_each(lmca__wire *w, const char *req, lmca__info_cb cb, void 
 /* Nodes in the client's current view. */
 uint32_t lmca__wire_nodes(lmca__wire *w);
 
-/* Replaces the record `key` with `bins`; `ttl` as in as_record.ttl. */
+/* Replaces the record `key` with `bins`; `ttl` as in as_record.ttl;
+   `timeout_ms` the call's total timeout when below write_timeout_ms (0: that). */
 int lmca__wire_write(lmca__wire *w, const char *key, const lmca__bin *bins, unsigned n,
-                     uint32_t ttl, lmca_err_t *err);
+                     uint32_t ttl, uint32_t timeout_ms, lmca_err_t *err);
 
 /*
  * Reads `key`: the bins named in `names` (NULL-terminated; NULL = all). The bin
@@ -79,8 +80,10 @@ typedef struct lmca__row {
 /* Batch write: every row replaced by its bins (or touched), with its TTL.
    Every rows[i].result is set.
    @return LMCA_OK when every row succeeded (a touch's miss included), else the
-   first failing row's (or the call's) error, with its message in err. */
-int lmca__wire_write_many(lmca__wire *w, lmca__row *rows, size_t n, lmca_err_t *err);
+   first failing row's (or the call's) error, with its message in err.
+   `timeout_ms` as for lmca__wire_write. */
+int lmca__wire_write_many(lmca__wire *w, lmca__row *rows, size_t n, uint32_t timeout_ms,
+                          lmca_err_t *err);
 
 /* @return LMCA_OK, LMCA_MISS (nothing there), error. */
 int lmca__wire_remove(lmca__wire *w, const char *key, lmca_err_t *err);

@@ -101,7 +101,7 @@ lmca_put_begin(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
     p->begun_ms = lmca__mono_ms();
     p->deadline_ms = 0;
     p->refusals = 0;
-    p->dropped = p->paced = false;
+    p->dropped = p->paced = p->waits_out = false;
     return LMCA_OK;
 }
 
@@ -111,9 +111,19 @@ segment_src(const lmca_put_t *p, uint32_t index)
     return (const uint8_t *)p->buf + (uint64_t)index * p->meta.seg_b;
 }
 
+/* The timeout of a put's next write: what is left of its bound where that is
+   less than write_timeout_ms, else 0 (as configured). */
+static uint32_t
+step_timeout(lmca_t *h, const lmca_put_t *p)
+{
+    int64_t left = lmca__put_left_ms(h, p);
+    return left > 0 && left < h->cfg.write_timeout_ms ? (uint32_t)left : 0;
+}
+
 /* Segment `index` alone. */
 static int
-write_segment(lmca_t *h, const lmca_put_t *p, uint32_t index, lmca_err_t *err)
+write_segment(lmca_t *h, const lmca_put_t *p, uint32_t index, uint32_t timeout_ms,
+              lmca_err_t *err)
 {
     char skey[LMCA__RECKEY_SIZE];
     lmca__bin bins[LMCA__SEGMENT_BINS];
@@ -122,12 +132,13 @@ write_segment(lmca_t *h, const lmca_put_t *p, uint32_t index, lmca_err_t *err)
 
     lmca__segment_key(skey, p->key, index);
     return lmca__wire_write(h->wire, skey, bins, n,
-                            lmca__record_ttl(h, p->void_at, p->meta.pin), err);
+                            lmca__record_ttl(h, p->void_at, p->meta.pin), timeout_ms, err);
 }
 
 /* Segments [first, first + n) in one batch call. */
 static int
-write_segment_batch(lmca_t *h, const lmca_put_t *p, uint32_t first, uint32_t n, lmca_err_t *err)
+write_segment_batch(lmca_t *h, const lmca_put_t *p, uint32_t first, uint32_t n,
+                    uint32_t timeout_ms, lmca_err_t *err)
 {
     char **keys = lmca__key_slab(n, sizeof(lmca__row) + LMCA__SEGMENT_BINS * sizeof(lmca__bin),
                                  "batch put", err);
@@ -147,7 +158,7 @@ write_segment_batch(lmca_t *h, const lmca_put_t *p, uint32_t first, uint32_t n, 
                                                           h->cfg.enable_crc32),
                               .ttl = lmca__record_ttl(h, p->void_at, p->meta.pin)};
     }
-    rc = lmca__wire_write_many(h->wire, rows, n, err);
+    rc = lmca__wire_write_many(h->wire, rows, n, timeout_ms, err);
     free(keys);
     return rc;
 }
@@ -167,8 +178,12 @@ lmca_put_segments(lmca_t *h, lmca_put_t *p, uint32_t first, uint32_t count,
         return rc;
     end = first + count;
     for (uint32_t i = first; rc == LMCA_OK && i < end; i += step) {
-        uint32_t n = end - i < step ? end - i : step;
-        rc = n == 1 ? write_segment(h, p, i, err) : write_segment_batch(h, p, i, n, err);
+        uint32_t n = end - i < step ? end - i : step, timeout = step_timeout(h, p);
+        if (i > first && lmca__put_left_ms(h, p) < 0)
+            return lmca__put_spent(h, p, err);
+        rc = n == 1 ? write_segment(h, p, i, timeout, err)
+                    : write_segment_batch(h, p, i, n, timeout, err);
+        rc = lmca__put_bounded(h, p, rc, timeout, err);
     }
     return explain(h, p, rc, err);
 }
@@ -190,14 +205,17 @@ lmca_put_commit(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
     unsigned n;
 
     int rc = lmca__cache_gate(h, p, err);
+    uint32_t timeout;
 
     if (rc != LMCA_OK)
         return rc;
     seal(h, p);
     n = lmca__meta_bins(bins, &p->meta, p->buf, p->opts);
     lmca__meta_key(mkey, p->key);
+    timeout = step_timeout(h, p);
     rc = lmca__wire_write(h->wire, mkey, bins, n,
-                          lmca__record_ttl(h, p->void_at, p->meta.pin), err);
+                          lmca__record_ttl(h, p->void_at, p->meta.pin), timeout, err);
+    rc = lmca__put_bounded(h, p, rc, timeout, err);
     if (rc == LMCA_OK)
         lmca__cache_landed(h, p);
     return explain(h, p, rc, err);
@@ -226,7 +244,7 @@ commit_group(lmca_t *h, lmca_put_t *ps, size_t n, int *results, lmca_err_t *err)
                               .nbins = lmca__meta_bins(b, &ps[i].meta, ps[i].buf, ps[i].opts),
                               .ttl = lmca__record_ttl(h, ps[i].void_at, ps[i].meta.pin)};
     }
-    rc = lmca__wire_write_many(h->wire, rows, n, err);
+    rc = lmca__wire_write_many(h->wire, rows, n, 0, err);
     for (size_t i = 0; i < n; i++)
         if ((results[i] = rows[i].result) == LMCA_OK)
             lmca__cache_landed(h, &ps[i]);

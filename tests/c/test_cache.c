@@ -357,6 +357,48 @@ TEST(a_put_refused_for_load_waits_max_put_wait_ms_in_all)
     lmca_close(h);
 }
 
+/* A put's steps one after another stop at its bound, max_put_wait_ms (or
+   write_timeout_ms) from its start: a write sent near it is sent with what is
+   left, and none after. Each step here is answered 600 ms late: the clock's
+   place, then the segments, then the meta record would land at ~1.8 s. */
+TEST(a_put_whose_steps_run_past_its_bound_is_dropped_at_it)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    const char *key = th_key("slow-steps");
+    size_t len, got;
+    uint8_t *buf;
+    uint64_t t0, took;
+
+    th_need_fixture("fault injection");
+    th_info("fixture-reset");
+    th_config_segments(&cfg);
+    cfg.max_put_wait_ms = 1000;
+    cfg.write_timeout_ms = 1000;
+    cfg.batch_threshold_bytes = 16 * 1024; /* segments one by one: writes, as the fault says */
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    len = 3 * lmca_limits(h)->target_segment_bytes + 1000;
+    buf = malloc(len);
+    th_fill(buf, len, 5);
+    ASSERT_RC(lmca_put(h, th_key("warm-up"), buf, 100, NULL, &err), LMCA_OK, &err);
+    th_fault("kind=delay;ms=600;op=write");
+    t0 = th_now_ms();
+    ASSERT_RC(lmca_put(h, key, buf, len, NULL, &err), LMCA_EBUSY, &err);
+    took = th_now_ms() - t0;
+    th_info("fixture-clear-faults");
+    ASSERT_CONTAINS(err.msg, "max_put_wait_ms=1000");
+    if (took >= 1500)
+        fprintf(stderr, "    took %llu ms\n", (unsigned long long)took);
+    ASSERT(took < 1500); /* ~1.8 s before: each write took its own write_timeout_ms */
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.dropped_busy, 1);
+    ASSERT_RC(lmca_get(h, key, buf, len, &got, NULL, &err), LMCA_MISS, &err);
+    free(buf);
+    lmca_close(h);
+}
+
 TEST(a_namespace_that_stays_full_drops_stores_unsent_and_looks_again)
 {
     lmca_t *h;
@@ -587,6 +629,7 @@ TEST_LIST = {
     T(refused_writes_are_tried_again_until_they_land),
     T(a_put_refused_past_its_budget_is_dropped_by_cause_and_leaves_nothing),
     T(a_put_refused_for_load_waits_max_put_wait_ms_in_all),
+    T(a_put_whose_steps_run_past_its_bound_is_dropped_at_it),
     T(a_namespace_that_stays_full_drops_stores_unsent_and_looks_again),
     T(a_stripe_out_of_space_drops_its_put_alone),
     T(a_refused_put_waits_on_while_others_land),
