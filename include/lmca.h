@@ -145,8 +145,9 @@ typedef struct lmca_config {
                                        also the longest, from lmca_put_begin, a
                                        put retries writes refused for load
                                        (dropped_busy; lmca_put_backoff);
-                                       and a put's bound: it ends within this
-                                       or write_timeout_ms, the larger, of
+                                       and, once a put was refused for load,
+                                       its bound: it ends within this or
+                                       write_timeout_ms, the larger, of
                                        lmca_put_begin, each write shortened to
                                        what is left and none sent after
                                        (dropped_busy), unless it waits out
@@ -621,12 +622,13 @@ typedef struct lmca_put_s {
     /* the engine's: the chunk's void time (unix seconds; 0 = not placed yet,
        or the TTL as configured), placed by its first step, its place on the
        clock of stores that lmca_put_pace paces by, and its backpressure state
-       (lmca_put_backoff; waits_out: refused for stop-writes or a lost node,
-       which it waits out for backpressure_ms, past its bound) */
+       (lmca_put_backoff; loaded: refused for load, by its writes or its
+       clock, which bounds it; waits_out: refused for stop-writes or a lost
+       node, which it waits out for backpressure_ms, past its bound) */
     uint64_t void_at, pace_at;
     uint64_t begun_ms, deadline_ms;
     uint32_t refusals;
-    bool dropped, paced, waits_out;
+    bool dropped, paced, loaded, waits_out;
 } lmca_put_t;
 
 /*

@@ -89,7 +89,12 @@ lmca__put_place(lmca_t *h, lmca_put_t *p, bool bounded)
     /* Steps of one put may race here on several threads: the first place
        stands, and a loser gives its places back, or a chunk's 3 steps on 3
        workers would pace the stores as 3 chunks. */
+    uint64_t overloads = atomic_load_explicit(&h->counters.clock_overloaded, memory_order_relaxed);
     v = lmca__clock_place(h, records, limit_us, due_ms, &pace_us, &how) / 1000000u;
+    /* Its clock's device refused for load meanwhile (this put's reservation or
+       the one it waited for): load held it, which bounds it. */
+    if (atomic_load_explicit(&h->counters.clock_overloaded, memory_order_relaxed) != overloads)
+        __atomic_store_n(&p->loaded, true, __ATOMIC_RELAXED);
     if (how == LMCA__PLACE_BUSY || how == LMCA__PLACE_FULL) {
         int rc = how == LMCA__PLACE_FULL ? LMCA_EFULL : LMCA_EBUSY;
         /* At stop-writes the gate closes, as a put's own refusal closes it: the
@@ -306,9 +311,12 @@ lmca__put_left_ms(lmca_t *h, const lmca_put_t *p)
                                                                        : h->cfg.write_timeout_ms;
     int64_t left;
 
-    /* Stop-writes and a lost node are waited out for backpressure_ms: NSUP
-       frees room, the cluster re-forms, and the store then lands. */
-    if (__atomic_load_n(&p->waits_out, __ATOMIC_RELAXED))
+    /* Only load bounds a put: a write that timed out is a node lost or paused
+       (unless shortened here), and stop-writes and a lost node are waited out
+       for backpressure_ms: NSUP frees room, the cluster re-forms, and the store
+       then lands. */
+    if (!__atomic_load_n(&p->loaded, __ATOMIC_RELAXED) ||
+        __atomic_load_n(&p->waits_out, __ATOMIC_RELAXED))
         return 0;
     left = (int64_t)(p->begun_ms + bound) - (int64_t)lmca__mono_ms();
     return left > 0 ? left : -1;
@@ -432,8 +440,7 @@ lmca_put_backoff(lmca_t *h, lmca_put_t *p, int rc)
        room). */
     if (__atomic_load_n(&p->dropped, __ATOMIC_RELAXED))
         return -1;
-    if (rc != LMCA_EBUSY)
-        __atomic_store_n(&p->waits_out, true, __ATOMIC_RELAXED);
+    __atomic_store_n(rc == LMCA_EBUSY ? &p->loaded : &p->waits_out, true, __ATOMIC_RELAXED);
     now = lmca__mono_ms();
     if (rc == LMCA_EFULL) {
         uint64_t until = atomic_load(&h->cache.full_until_ms);

@@ -322,9 +322,10 @@ uint32_t lmca__record_ttl(lmca_t *h, uint64_t void_at, bool pin);
    bound is spent (lmca__put_left_ms). Also looks at the namespace when due. */
 int lmca__cache_gate(lmca_t *h, lmca_put_t *p, lmca_err_t *err);
 
-/* A put's bound: the larger of max_put_wait_ms and write_timeout_ms from
-   lmca_put_begin, unless it waits out stop-writes or a lost node
-   (backpressure_ms). The ms left of it (>= 1), 0 when unbounded, -1 spent. */
+/* A put's bound, once it was refused for load (its writes or its clock): the
+   larger of max_put_wait_ms and write_timeout_ms from lmca_put_begin, unless
+   it waits out stop-writes or a lost node (backpressure_ms). The ms left of it
+   (>= 1), 0 when unbounded, -1 spent. */
 int64_t lmca__put_left_ms(lmca_t *h, const lmca_put_t *p);
 
 /* Drops `p`, past its bound (dropped_busy): LMCA_EBUSY, in err. */

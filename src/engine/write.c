@@ -101,7 +101,7 @@ lmca_put_begin(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
     p->begun_ms = lmca__mono_ms();
     p->deadline_ms = 0;
     p->refusals = 0;
-    p->dropped = p->paced = p->waits_out = false;
+    p->dropped = p->paced = p->loaded = p->waits_out = false;
     return LMCA_OK;
 }
 
