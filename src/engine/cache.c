@@ -48,6 +48,7 @@
 #define TTL_MAX 315360000u
 
 /* Why a put was dropped; each has its counter (lmca_stats_t). */
+/* (lmca__cache.warn_next_ms has a place for each) */
 typedef enum { DROP_FULL, DROP_BUSY, DROP_UNREACHABLE, DROP_PACED } drop_cause;
 
 static bool drop(lmca_t *h, lmca_put_t *p, drop_cause cause, bool unsent);
@@ -150,14 +151,17 @@ static void
 warn_drops(lmca_t *h, drop_cause cause)
 {
     lmca__cache *c = &h->cache;
-    uint64_t now = lmca__mono_ms(), next = atomic_load(&c->warn_next_ms);
+    /* Each cause its own minute: a drop for load right after one for space is
+       news to the operator, and says which setting to change. */
+    atomic_uint_fast64_t *at = &c->warn_next_ms[cause];
+    uint64_t now = lmca__mono_ms(), next = atomic_load(at);
     unsigned long long full = atomic_load(&h->counters.dropped_full),
                        busy = atomic_load(&h->counters.dropped_busy),
                        unsent = atomic_load(&h->counters.dropped_unsent),
                        unreachable = atomic_load(&h->counters.dropped_unreachable),
                        paced = atomic_load(&h->counters.dropped_paced);
 
-    if (now < next || !atomic_compare_exchange_strong(&c->warn_next_ms, &next, now + WARN_MS))
+    if (now < next || !atomic_compare_exchange_strong(at, &next, now + WARN_MS))
         return;
     switch (cause) {
     case DROP_FULL:

@@ -175,7 +175,8 @@ typedef struct lmca__cache {
     atomic_uint_fast64_t pace_head_us;  /* the furthest place on the stores' clock a put
                                            of this handle was given */
     atomic_bool full_known;             /* a put gave up on stop-writes, none landed since */
-    atomic_uint_fast64_t warn_next_ms;  /* the next warning about drops, not before */
+    atomic_uint_fast64_t warn_next_ms[4]; /* the next warning about drops of each cause
+                                             (cache.c drop_cause), not before */
     /* mend.c: the watch's state, on the watching thread only ... */
     lmca__node_watch nodes[LMCA__NODES_MAX];
     size_t nnodes;

@@ -402,6 +402,39 @@ TEST(a_put_refused_for_load_stops_at_its_bound_a_slow_one_lands)
     lmca_close(h);
 }
 
+/* A WARNING about drops comes at most once a minute for each cause: a drop for
+   space right after one for load is told too (one timer for all kept it quiet). */
+TEST(drops_of_another_cause_are_warned_within_the_minute)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    uint8_t buf[100] = {6};
+    size_t before;
+
+    th_need_fixture("fault injection");
+    th_info("fixture-reset");
+    th_config(&cfg, "lmcache");
+    cfg.backpressure_ms = 100;
+    cfg.max_put_wait_ms = 100;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    before = strlen(th_log());
+    th_fault("kind=result;code=18;op=write");
+    ASSERT_RC(lmca_put(h, th_key("load-1"), buf, sizeof buf, NULL, &err), LMCA_EBUSY, &err);
+    ASSERT_RC(lmca_put(h, th_key("load-2"), buf, sizeof buf, NULL, &err), LMCA_EBUSY, &err);
+    th_info("fixture-clear-faults");
+    ASSERT_CONTAINS(th_log() + before, "refused writes for load");
+    /* once a minute for that cause */
+    ASSERT(strstr(strstr(th_log() + before, "refused writes for load") + 1,
+                  "refused writes for load") == NULL);
+    before = strlen(th_log());
+    th_fault("kind=result;code=8;op=write");
+    ASSERT_RC(lmca_put(h, th_key("full"), buf, sizeof buf, NULL, &err), LMCA_EFULL, &err);
+    th_info("fixture-clear-faults");
+    ASSERT_CONTAINS(th_log() + before, "stayed at stop-writes");
+    lmca_close(h);
+}
+
 TEST(a_namespace_that_stays_full_drops_stores_unsent_and_looks_again)
 {
     lmca_t *h;
@@ -633,6 +666,7 @@ TEST_LIST = {
     T(a_put_refused_past_its_budget_is_dropped_by_cause_and_leaves_nothing),
     T(a_put_refused_for_load_waits_max_put_wait_ms_in_all),
     T(a_put_refused_for_load_stops_at_its_bound_a_slow_one_lands),
+    T(drops_of_another_cause_are_warned_within_the_minute),
     T(a_namespace_that_stays_full_drops_stores_unsent_and_looks_again),
     T(a_stripe_out_of_space_drops_its_put_alone),
     T(a_refused_put_waits_on_while_others_land),
