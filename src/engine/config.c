@@ -32,7 +32,7 @@ lmca_config_init(lmca_config_t *cfg)
     cfg->fast_path = true;
     /* A hit moves its chunk to the head of the shared clock (touch_on_hit); the
        server's read-touch would place it at now + TTL, behind every chunk the
-       clock placed ahead of that (DESIGN.md, "A hit moves the chunk to the
+       clock placed ahead of that (DESIGN.md, "A hit moves the chunk past the
        head"), and rewrite it once more. */
     cfg->read_touch_ttl_percent = -1;
     cfg->touch_on_hit = true;

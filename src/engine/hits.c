@@ -6,7 +6,7 @@
  * does not give that: it restarts a record's TTL at now + TTL, and the shared
  * clock (clock.c) leads now + TTL by seconds while writers are busy, so a chunk
  * read-touched then was placed behind everything stored in those seconds, about
- * a whole 1 GiB cache at 160 MB/s (DESIGN.md, "A hit moves the chunk to the
+ * a whole 1 GiB cache at 160 MB/s (DESIGN.md, "A hit moves the chunk past the
  * head"). So a get that found a chunk queues it here, and the queued chunks are
  * touched together at new places on the clock: one reservation, then one batch
  * call for their segments and one for their meta records (segments first, so
