@@ -315,10 +315,10 @@ lmca__put_left_ms(lmca_t *h, const lmca_put_t *p)
                                                                        : h->cfg.write_timeout_ms;
     int64_t left;
 
-    /* Only load bounds a put: a write that timed out is a node lost or paused
-       (unless shortened here), and stop-writes and a lost node are waited out
-       for backpressure_ms: NSUP frees room, the cluster re-forms, and the store
-       then lands. */
+    /* Only load bounds a put: a write that only timed out may be a node paused
+       (unless shortened here), and stop-writes and a lost connection are
+       waited out for backpressure_ms: NSUP frees room, the cluster re-forms,
+       and the store then lands. */
     if (!__atomic_load_n(&p->loaded, __ATOMIC_RELAXED) ||
         __atomic_load_n(&p->waits_out, __ATOMIC_RELAXED))
         return 0;
@@ -444,7 +444,14 @@ lmca_put_backoff(lmca_t *h, lmca_put_t *p, int rc)
        room). */
     if (__atomic_load_n(&p->dropped, __ATOMIC_RELAXED))
         return -1;
-    __atomic_store_n(rc == LMCA_EBUSY ? &p->loaded : &p->waits_out, true, __ATOMIC_RELAXED);
+    /* Load bounds a put; space and a lost connection are waited out. A timeout
+       is either a paused node or a device stalled behind its queue: it marks
+       neither, and a put refused for load as well stays bounded (one whose
+       write timed out on a stalled disk, then was refused, took 2.45 s). */
+    if (rc == LMCA_EBUSY)
+        __atomic_store_n(&p->loaded, true, __ATOMIC_RELAXED);
+    else if (rc != LMCA_ETIMEOUT)
+        __atomic_store_n(&p->waits_out, true, __ATOMIC_RELAXED);
     now = lmca__mono_ms();
     if (rc == LMCA_EFULL) {
         uint64_t until = atomic_load(&h->cache.full_until_ms);

@@ -402,6 +402,52 @@ TEST(a_put_refused_for_load_stops_at_its_bound_a_slow_one_lands)
     lmca_close(h);
 }
 
+/* A timeout alone bounds nothing (a node may be paused), but neither does it
+   free a put refused for load from its bound: a stalled disk times a write out,
+   then refuses the next. Here the first write times out (400 ms answering,
+   write_timeout_ms 300), its retry is refused, its third lands; the next
+   segment, answered 250 ms late, is sent with what is left (< 250) and none
+   after. Freed by the timeout, the put landed at ~1.6 s. */
+TEST(a_put_that_timed_out_and_was_refused_for_load_keeps_its_bound)
+{
+    lmca_config_t cfg;
+    lmca_t *h = NULL;
+    lmca_err_t err = {0};
+    lmca_stats_t st;
+    const char *key = th_key("stall-then-load");
+    size_t len, got;
+    uint8_t *buf;
+
+    th_need_fixture("fault injection");
+    th_info("fixture-reset");
+    th_config_segments(&cfg);
+    cfg.max_put_wait_ms = 1000;
+    cfg.write_timeout_ms = 300;
+    cfg.batch_threshold_bytes = 16 * 1024;
+    ASSERT_RC(lmca_open(&cfg, &h, &err), LMCA_OK, &err);
+    len = 3 * lmca_limits(h)->target_segment_bytes + 1000;
+    buf = malloc(len);
+    th_fill(buf, len, 7);
+    ASSERT_RC(lmca_put(h, th_key("warm-up"), buf, 100, NULL, &err), LMCA_OK, &err);
+    char seg0[200], rule[300];
+    snprintf(seg0, sizeof seg0, "%s|s|0", key);
+    snprintf(rule, sizeof rule, "kind=delay;ms=400;op=write;count=1;digest=%s",
+             th_digest_hex(TH_SET, seg0));
+    th_fault(rule);
+    th_fault("kind=delay;ms=250;op=write");
+    /* (the write that timed out takes one refusal: the server answers it unread) */
+    snprintf(rule, sizeof rule, "kind=result;code=18;op=write;count=2;digest=%s",
+             th_digest_hex(TH_SET, seg0));
+    th_fault(rule);
+    ASSERT_RC(lmca_put(h, key, buf, len, NULL, &err), LMCA_EBUSY, &err);
+    th_info("fixture-clear-faults");
+    lmca_stats(h, &st);
+    ASSERT_EQ(st.dropped_busy, 1);
+    ASSERT_RC(lmca_get(h, key, buf, len, &got, NULL, &err), LMCA_MISS, &err);
+    free(buf);
+    lmca_close(h);
+}
+
 /* A WARNING about drops comes at most once a minute for each cause: a drop for
    space right after one for load is told too (one timer for all kept it quiet). */
 TEST(drops_of_another_cause_are_warned_within_the_minute)
@@ -666,6 +712,7 @@ TEST_LIST = {
     T(a_put_refused_past_its_budget_is_dropped_by_cause_and_leaves_nothing),
     T(a_put_refused_for_load_waits_max_put_wait_ms_in_all),
     T(a_put_refused_for_load_stops_at_its_bound_a_slow_one_lands),
+    T(a_put_that_timed_out_and_was_refused_for_load_keeps_its_bound),
     T(drops_of_another_cause_are_warned_within_the_minute),
     T(a_namespace_that_stays_full_drops_stores_unsent_and_looks_again),
     T(a_stripe_out_of_space_drops_its_put_alone),
