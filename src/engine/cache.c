@@ -47,9 +47,12 @@
 /* Aerospike refuses TTLs above 10 years. */
 #define TTL_MAX 315360000u
 
-/* Why a put was dropped; each has its counter (lmca_stats_t). */
-/* (lmca__cache.warn_next_ms has a place for each) */
+/* Why a put was dropped; each has its counter (lmca_stats_t) and its own
+   warning's minute (lmca__cache.warn_next_ms). */
 typedef enum { DROP_FULL, DROP_BUSY, DROP_UNREACHABLE, DROP_PACED } drop_cause;
+_Static_assert(sizeof(((lmca__cache *)0)->warn_next_ms) ==
+                   (DROP_PACED + 1) * sizeof(atomic_uint_fast64_t),
+               "a warning's minute for each drop cause");
 
 static bool drop(lmca_t *h, lmca_put_t *p, drop_cause cause, bool unsent);
 static drop_cause cause_of(int rc);
@@ -345,7 +348,7 @@ lmca__put_spent(lmca_t *h, lmca_put_t *p, lmca_err_t *err)
 int
 lmca__put_bounded(lmca_t *h, lmca_put_t *p, int rc, uint32_t timeout_ms, lmca_err_t *err)
 {
-    if (rc != LMCA_ETIMEOUT || timeout_ms == 0 || timeout_ms >= h->cfg.write_timeout_ms)
+    if (rc != LMCA_ETIMEOUT || timeout_ms == 0) /* (0: not shortened) */
         return rc;
     return lmca__put_spent(h, p, err);
 }
